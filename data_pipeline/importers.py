@@ -1,0 +1,138 @@
+"""Importers of public proof-verification sets into our records.
+
+* ProcessBench (Zheng et al., 2024; Apache-2.0): ``label`` is the first erroneous
+  step (zero-based), -1 when the solution is correct. The first error is taken as
+  the first fatal error; ProcessBench has no recoverable-error labels.
+* Open Proof Corpus test split (Dekoninck et al., 2025): the human verdict is
+  ``reward_model.ground_truth``; human span comments become the reviewer comment
+  (each tagged with the step it falls in). ``llm_judgment`` is an LLM's output and
+  is never used as gold. The fatal step is not located (``fatal_step_unknown``).
+* Our own trajectory JSONL.
+
+``load_any(path)`` picks the importer from the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from verifier.io import LoadResult, load_trajectories
+from verifier.records import NO_STEP, Annotation, ProofTrajectory, RecordError
+
+SHARED_DATA = Path(os.environ.get("VERIFIER_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
+
+
+def load_processbench(path: str | os.PathLike) -> list[ProofTrajectory]:
+    """One ProcessBench split file (``gsm8k.json``, ``math.json``, ...) as annotated trajectories."""
+    path = Path(path)
+    split = path.stem
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    out = []
+    for i, r in enumerate(rows):
+        rid = str(r.get("id", f"{split}-{i}"))
+        steps = r.get("steps")
+        if not isinstance(steps, list) or not steps:
+            raise RecordError(rid, "steps", "expected a non-empty list")
+        label = r.get("label")
+        if not isinstance(label, int) or label < NO_STEP or label >= len(steps):
+            raise RecordError(rid, "label", f"expected -1 or a step index < {len(steps)}, got {label!r}")
+        out.append(ProofTrajectory(
+            id=rid,
+            problem_id=rid,
+            problem=r["problem"],
+            proof_steps=tuple(steps),
+            split=split,
+            source=f"processbench/{split}",
+            generator=r.get("generator", ""),
+            annotation=Annotation(first_fatal_error_step=label),
+            meta={"final_answer_correct": r.get("final_answer_correct")},
+        ))
+    return out
+
+
+def _opc_problem_and_proof(prompt: str, rid: str) -> tuple[str, str]:
+    m_p = prompt.rfind("### Problem Statement:")
+    m_s = prompt.rfind("### Model Solution:")
+    if m_p < 0 or m_s < 0 or m_s < m_p:
+        raise RecordError(rid, "prompt", "cannot find the problem statement and the model solution")
+    problem = prompt[m_p + len("### Problem Statement:"): m_s].strip()
+    proof = prompt[m_s + len("### Model Solution:"):].strip()
+    return problem, proof
+
+
+def split_paragraphs(text: str) -> tuple[list[str], list[int]]:
+    """Paragraph steps and their start offsets in ``text``."""
+    steps, starts = [], []
+    for m in re.finditer(r"(?:[^\n]|\n(?!\s*\n))+", text):
+        if m.group().strip():
+            steps.append(m.group().strip())
+            starts.append(m.start())
+    return steps, starts
+
+
+def load_opc(path: str | os.PathLike) -> list[ProofTrajectory]:
+    """The OPC test parquet (434 proofs) as trajectories with human binary verdicts."""
+    import bisect
+
+    import pandas as pd
+
+    df = pd.read_parquet(path)
+    out = []
+    for i, r in df.iterrows():
+        rid = f"opc-{r['extra_info']['index'] if isinstance(r.get('extra_info'), dict) else i}"
+        gt = (r["reward_model"] or {}).get("ground_truth")
+        if gt not in ("correct", "incorrect"):
+            raise RecordError(rid, "reward_model.ground_truth", f"expected correct/incorrect, got {gt!r}")
+        problem, proof = _opc_problem_and_proof(r["prompt"][0]["content"], rid)
+        steps, starts = split_paragraphs(proof)
+        comments = []
+        ann = r.get("annotations")
+        if ann is not None and len(ann):
+            for a in ann:
+                idx = a.get("original_text_indices")
+                step = bisect.bisect_right(starts, int(idx[0])) - 1 if idx is not None and len(idx) else None
+                tag = f"[step {step}] " if step is not None and step >= 0 else ""
+                comments.append(tag + str(a.get("comment", "")).strip())
+        ref = ""
+        for s in r["solutions"] if r.get("solutions") is not None else []:
+            if s.get("author") == "Human":
+                ref = s.get("solution") or ""
+                break
+        meta = r.get("metadata") or {}
+        cats = meta.get("category")
+        subject = ", ".join(c.strip() for c in cats) if cats is not None else ""
+        out.append(ProofTrajectory(
+            id=rid,
+            problem_id=str(r["problem_id"]),
+            problem=problem,
+            proof_steps=tuple(steps) or (proof,),
+            reference_solution=ref,
+            subject=subject,
+            split=str(meta.get("competition", "")),
+            source="opc/test",
+            generator=str(r.get("model_id", "")),
+            annotation=Annotation(reviewer_comment="\n".join(comments), fatal_step_unknown=(gt == "incorrect")),
+        ))
+    return out
+
+
+def load_any(path: str | os.PathLike, on_error: str = "raise") -> LoadResult:
+    """Load trajectories from our JSONL, a ProcessBench split (.json) or the OPC parquet."""
+    p = Path(path)
+    if p.suffix == ".parquet":
+        return LoadResult(load_opc(p))
+    if p.suffix == ".json":
+        return LoadResult(load_processbench(p))
+    return load_trajectories(p, on_error=on_error)  # type: ignore[arg-type]
+
+
+def gold_summary(records: list[ProofTrajectory]) -> dict[str, Any]:
+    """Counts by gold polarity."""
+    valid = sum(1 for r in records if r.annotation is not None and r.annotation.is_valid)
+    invalid = sum(1 for r in records if r.annotation is not None and not r.annotation.is_valid)
+    return {"n": len(records), "valid": valid, "invalid": invalid,
+            "unannotated": len(records) - valid - invalid}

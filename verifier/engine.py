@@ -1,0 +1,216 @@
+"""Engine layer: the one interface through which every caller talks to a model.
+
+Two implementations with the same sampling semantics:
+
+* ``OpenAIEngine`` - any OpenAI-compatible server (vLLM first) on the ``openai``
+  async client: bounded concurrency, per-request timeout, retries with backoff on
+  connection errors and 5xx, API key, ``n`` samples in one request (shared prefill),
+  model or LoRA-adapter name selectable.
+* ``VLLMOfflineEngine`` - ``vllm.LLM`` for single-node batch jobs (in ``verifier.offline``).
+
+Seeds (section 4.4, reproducible passes): sample ``i`` of a request with seed ``s``
+uses seed ``s + i`` (vLLM's rule for ``n > 1``), and pass ``k`` of trajectory ``t``
+in run ``r`` has seed ``pass_seed(t, k, r) = base_seed(t, r) + k``. A request for
+passes ``k..k+m-1`` is therefore ``n=m, seed=base+k``, whatever the wave shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
+
+log = logging.getLogger(__name__)
+
+Messages = list[dict[str, str]]
+
+
+def base_seed(key: str, run_seed: int = 0) -> int:
+    """Per-trajectory base seed from (trajectory id, run seed); pass k uses base + k.
+
+    >>> base_seed("p1-a", 0) == base_seed("p1-a", 0), base_seed("p1-a", 0) != base_seed("p1-a", 1)
+    (True, True)
+    """
+    h = hashlib.sha256(f"{run_seed}:{key}".encode()).digest()
+    return int.from_bytes(h[:4], "little") & 0x3FFFFFFF  # leaves room for + pass index
+
+
+def pass_seed(key: str, pass_index: int, run_seed: int = 0) -> int:
+    """The seed of one verification pass (derived from trajectory id, pass index and run seed)."""
+    return base_seed(key, run_seed) + pass_index
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """Sampling parameters shared by all engines (temperature 1.0 as in section 5.1)."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 1024
+    stop: tuple[str, ...] = ()
+
+
+@dataclass
+class GenerationRequest:
+    """``n`` samples of one chat prompt; sample i is drawn with seed ``seed + i``."""
+
+    messages: Messages
+    n: int = 1
+    seed: int | None = None
+    key: str = ""  # caller's id (trajectory id, ...) for logs and errors
+    model: str | None = None  # override the engine's model (e.g. a LoRA adapter name)
+
+
+@dataclass
+class Completion:
+    """One sample: its text, or an error status (``too_long``, ``request_failed``)."""
+
+    text: str = ""
+    finish_reason: str | None = None
+    error: str | None = None  # None when the request succeeded
+    status: str = "ok"  # ok | too_long | request_failed
+    completion_tokens: int = 0
+    prompt_tokens: int = 0
+    latency_s: float = 0.0
+
+
+class Engine(Protocol):
+    """What every caller uses: a batch of requests in, ``n`` completions per request out."""
+
+    model: str
+
+    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingConfig,
+                 progress: bool = False) -> list[list[Completion]]: ...
+
+    async def agenerate(self, requests: Sequence[GenerationRequest], sampling: SamplingConfig
+                        ) -> list[list[Completion]]: ...
+
+
+@dataclass
+class EndpointConfig:
+    """An OpenAI-compatible endpoint (a vLLM server, or any provider)."""
+
+    base_url: str = "http://127.0.0.1:8000/v1"
+    api_key: str | None = None  # default: env VERIFIER_API_KEY, then OPENAI_API_KEY, else "EMPTY"
+    model: str = "artifacts/tiny-model"
+    max_concurrency: int = 64
+    timeout_s: float = 600.0
+    max_retries: int = 4
+    backoff_s: float = 1.0
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+    def resolved_api_key(self) -> str:
+        return self.api_key or os.environ.get("VERIFIER_API_KEY") or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+
+    def __repr__(self) -> str:  # never print the key
+        return f"EndpointConfig(base_url={self.base_url!r}, model={self.model!r}, api_key=***)"
+
+
+_TOO_LONG_MARKERS = ("maximum context length", "context length", "too long", "max_model_len",
+                     "longer than the maximum", "exceeds the model")
+
+
+class OpenAIEngine:
+    """Async client for an OpenAI-compatible server; ``generate`` wraps ``agenerate``."""
+
+    def __init__(self, cfg: EndpointConfig):
+        self.cfg = cfg
+        self.model = cfg.model
+        self.stats = {"requests": 0, "retries": 0, "failures": 0, "too_long": 0}
+
+    def _client(self):
+        from openai import AsyncOpenAI
+
+        return AsyncOpenAI(base_url=self.cfg.base_url, api_key=self.cfg.resolved_api_key(),
+                           timeout=self.cfg.timeout_s, max_retries=0)
+
+    async def _one(self, client, sem: asyncio.Semaphore, req: GenerationRequest,
+                   sampling: SamplingConfig) -> list[Completion]:
+        import openai
+
+        body: dict[str, Any] = dict(self.cfg.extra_body)
+        kwargs: dict[str, Any] = dict(
+            model=req.model or self.model, messages=req.messages, n=req.n,
+            temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens,
+        )
+        if req.seed is not None:
+            kwargs["seed"] = req.seed
+        if sampling.stop:
+            kwargs["stop"] = list(sampling.stop)
+        attempt = 0
+        async with sem:
+            while True:
+                t0 = time.monotonic()
+                try:
+                    self.stats["requests"] += 1
+                    resp = await client.chat.completions.create(extra_body=body or None, **kwargs)
+                    dt = time.monotonic() - t0
+                    usage = resp.usage
+                    choices = sorted(resp.choices, key=lambda c: c.index)
+                    out = [Completion(text=c.message.content or "", finish_reason=c.finish_reason,
+                                      latency_s=dt) for c in choices]
+                    if usage is not None:
+                        per = (usage.completion_tokens or 0) // max(1, len(out))
+                        for c in out:
+                            c.completion_tokens, c.prompt_tokens = per, usage.prompt_tokens or 0
+                    return out
+                except openai.BadRequestError as e:  # 400: not retried
+                    msg = str(e)
+                    if any(m in msg.lower() for m in _TOO_LONG_MARKERS):
+                        self.stats["too_long"] += 1
+                        return [Completion(status="too_long", error=_short(msg)) for _ in range(req.n)]
+                    self.stats["failures"] += 1
+                    return [Completion(status="request_failed", error=_short(msg)) for _ in range(req.n)]
+                except (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError,
+                        openai.RateLimitError) as e:
+                    attempt += 1
+                    if attempt > self.cfg.max_retries:
+                        self.stats["failures"] += 1
+                        log.warning("request %s failed after %d retries: %s", req.key, attempt - 1, _short(str(e)))
+                        return [Completion(status="request_failed", error=_short(str(e))) for _ in range(req.n)]
+                    self.stats["retries"] += 1
+                    await asyncio.sleep(self.cfg.backoff_s * 2 ** (attempt - 1))
+                except openai.APIStatusError as e:  # other 4xx (401, 404): not retried
+                    self.stats["failures"] += 1
+                    return [Completion(status="request_failed", error=_short(str(e))) for _ in range(req.n)]
+
+    async def agenerate(self, requests: Sequence[GenerationRequest], sampling: SamplingConfig,
+                        progress: bool = False) -> list[list[Completion]]:
+        sem = asyncio.Semaphore(self.cfg.max_concurrency)
+        async with self._client() as client:
+            tasks = [asyncio.ensure_future(self._one(client, sem, r, sampling)) for r in requests]
+            if progress:
+                from tqdm.auto import tqdm
+
+                bar = tqdm(total=len(tasks), desc=f"generate ({self.model})", unit="req")
+                for t in tasks:
+                    t.add_done_callback(lambda _t: bar.update(1))
+                try:
+                    return list(await asyncio.gather(*tasks))
+                finally:
+                    bar.close()
+            return list(await asyncio.gather(*tasks))
+
+    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingConfig,
+                 progress: bool = False) -> list[list[Completion]]:
+        return run_sync(self.agenerate(requests, sampling, progress))
+
+
+def run_sync(coro):
+    """Run a coroutine from sync code, also when an event loop is already running (notebooks)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        return ex.submit(asyncio.run, coro).result()
+
+
+def _short(msg: str, n: int = 300) -> str:
+    return msg if len(msg) <= n else msg[:n] + "..."

@@ -1,0 +1,145 @@
+"""JSONL reading and writing of proof trajectories, with validation.
+
+The loader reports every bad record (id, field, line), not only the first, and
+either stops (default) or skips them and counts what it skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Literal
+
+from verifier.records import ProofTrajectory, RecordError
+
+
+class DatasetError(ValueError):
+    """One or more bad records; ``errors`` lists each of them."""
+
+    def __init__(self, path: str | os.PathLike, errors: list[RecordError]):
+        self.path = str(path)
+        self.errors = errors
+        lines = "\n".join(f"  - {e}" for e in errors[:50])
+        more = f"\n  ... and {len(errors) - 50} more" if len(errors) > 50 else ""
+        super().__init__(f"{path}: {len(errors)} bad record(s):\n{lines}{more}")
+
+
+@dataclass
+class LoadResult:
+    """Records that loaded, and the errors of those that were skipped."""
+
+    records: list[ProofTrajectory]
+    errors: list[RecordError] = field(default_factory=list)
+
+    @property
+    def skipped(self) -> int:
+        return len(self.errors)
+
+    def summary(self) -> str:
+        return f"loaded={len(self.records)} skipped={self.skipped}"
+
+
+def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_number, object)``; a line that is not JSON yields a RecordError instead."""
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield n, json.loads(line)
+            except json.JSONDecodeError as e:
+                yield n, RecordError(None, "<json>", f"invalid JSON: {e.msg}", n)
+
+
+def load_trajectories(
+    path: str | os.PathLike, on_error: Literal["raise", "skip"] = "raise"
+) -> LoadResult:
+    """Read our trajectory JSONL; validate each record and reject duplicate ids.
+
+    ``on_error="raise"`` raises one DatasetError listing every bad record;
+    ``"skip"`` keeps the good ones and returns the errors for reporting.
+    """
+    records: list[ProofTrajectory] = []
+    errors: list[RecordError] = []
+    seen: dict[str, int] = {}
+    for n, obj in iter_jsonl(path):
+        if isinstance(obj, RecordError):
+            errors.append(obj)
+            continue
+        try:
+            rec = ProofTrajectory.from_dict(obj, line=n)
+        except RecordError as e:
+            errors.append(e)
+            continue
+        if rec.id in seen:
+            errors.append(RecordError(rec.id, "id", f"duplicate id (first seen on line {seen[rec.id]})", n))
+            continue
+        seen[rec.id] = n
+        records.append(rec)
+    if errors and on_error == "raise":
+        raise DatasetError(path, errors)
+    return LoadResult(records, errors)
+
+
+def write_jsonl(path: str | os.PathLike, rows: Iterable[dict[str, Any] | ProofTrajectory]) -> int:
+    """Write rows atomically (temp file then rename); returns the number written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    n = 0
+    with open(tmp, "w", encoding="utf-8") as f:
+        for r in rows:
+            if isinstance(r, ProofTrajectory):
+                r = r.to_dict()
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+            n += 1
+    os.replace(tmp, path)
+    return n
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """Read plain JSONL rows; a bad line raises a RecordError naming the line."""
+    rows = []
+    for n, obj in iter_jsonl(path):
+        if isinstance(obj, RecordError):
+            raise obj
+        rows.append(obj)
+    return rows
+
+
+class JsonlAppender:
+    """Append-and-flush writer for resumable jobs: each row is on disk once written."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _truncate_partial_last_line(self.path)
+        self._f = open(self.path, "a", encoding="utf-8")
+
+    def write(self, row: dict[str, Any]) -> None:
+        self._f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> "JsonlAppender":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _truncate_partial_last_line(path: Path) -> None:
+    """Drop a half-written last line left by a crash, so a resumed job appends cleanly."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as f:
+        data = f.read()
+        if data.endswith(b"\n"):
+            return
+        cut = data.rfind(b"\n") + 1
+        f.truncate(cut)

