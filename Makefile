@@ -36,3 +36,16 @@ lint: install
 
 clean:
 	rm -rf artifacts runs outputs wandb
+
+# Benchmarks: each prints ratios measured side by side in one run; last line is the contract.
+bench-judge: install
+	$(PY) bench/bench_judge.py
+
+bench-select: install
+	$(PY) bench/bench_select.py
+
+bench-learning: install
+	$(PY) bench/bench_learning.py
+
+bench-reward: install
+	$(PY) bench/bench_reward.py
