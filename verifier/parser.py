@@ -11,6 +11,8 @@ guessing: a verdict word in the rationale, an echoed proof, or an injected
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 from verifier.records import (
     NO_STEP,
@@ -157,3 +159,187 @@ def format_meta_verification(grade: MetaGrade | str, rationale: str) -> str:
     """Canonical meta-verifier completion text."""
     g = MetaGrade.parse(grade).value
     return f"{rationale.strip()}\n\n<final_answer>\ngrade: {g}\n</final_answer>"
+
+
+# --- answers of the judges from the other seeds (IneqMath, TCS-Bench, ProofJudge) -------------
+# Same block/field machinery as above: the last <final_answer> block, ``key: value`` lines,
+# one value per field, an explicit status instead of a guess.
+
+
+@dataclass(frozen=True)
+class JudgeAnswer:
+    """A parsed non-verdict answer: an IneqMath relation or bound, or ProofJudge rubric scores."""
+
+    status: ParseStatus
+    value: Any = None  # relation symbol, bound expression (str), or {dimension: score}
+    rationale: str = ""
+    raw_text: str = ""
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status is ParseStatus.OK
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "parse_status": self.status.value, "detail": self.detail, "text": self.raw_text}
+
+
+# canonical relation symbols of IneqMath relation prediction (section 2)
+RELATIONS = (">", "≥", "=", "≤", "<")
+_RELATION_ALIASES = {
+    ">": ">", "≥": "≥", ">=": "≥", "\\geq": "≥", "\\ge": "≥", "\\geqslant": "≥", "=": "=", "==": "=",
+    "≤": "≤", "<=": "≤", "\\leq": "≤", "\\le": "≤", "\\leqslant": "≤", "<": "<",
+    "\\gt": ">", "\\lt": "<", "&gt;": ">", "&lt;": "<", "&gt": ">", "&lt": "<", "&gt;=": "≥", "&lt;=": "≤",
+}
+_RELATION_OPTION = {"a": "≤", "b": "≥", "c": "=", "d": "<", "e": ">"}  # "(A) ≤ (B) ≥ (C) = (D) < (E) >"
+
+
+def _answer_fields(text: str | None, names: tuple[str, ...], cls: type = None):  # type: ignore[assignment]
+    """(value string or None, failed answer or None, rationale) for the first of ``names``."""
+    cls = cls or JudgeAnswer
+    raw = text or ""
+    if not raw.strip():
+        return None, cls(ParseStatus.EMPTY, raw_text=raw, detail="empty output"), ""
+    body, before, why = _last_block(raw)
+    if body is None:
+        return None, cls(ParseStatus.NO_ANSWER_BLOCK, raw_text=raw, rationale=before.strip(), detail=why), before
+    value, why = _single(_fields(body), *names)
+    if value is None:
+        status = ParseStatus.MISSING_FIELD if why == "missing" else ParseStatus.AMBIGUOUS
+        return None, cls(status, raw_text=raw, rationale=before, detail=f"{names[0]}: {why}"), before
+    return value, None, before
+
+
+def parse_relation_answer(text: str | None) -> JudgeAnswer:
+    """IneqMath relation prediction: the relation symbol (>, ≥, =, ≤, <) from ``relation:`` or ``answer:``.
+
+    Accepts Unicode, ASCII (``>=``), LaTeX (``\\geq``) and the option letters (A)-(E).
+
+    >>> parse_relation_answer("...\\n<final_answer>\\nrelation: $\\\\geq$\\n</final_answer>").value
+    '≥'
+    >>> parse_relation_answer("<final_answer>answer: (D)</final_answer>").value
+    '<'
+    >>> parse_relation_answer("<final_answer>relation: maybe</final_answer>").status
+    <ParseStatus.BAD_VALUE: 'bad_value'>
+    """
+    value, failed, before = _answer_fields(text, ("relation", "answer", "final_answer"))
+    if failed:
+        return failed
+    v = value.replace("$", "").replace(" ", "").strip()
+    m = re.fullmatch(r"\(?([A-Ea-e])\)[^A-Za-z]*|([A-E])", v)  # (D), (d) <, D
+    sym = _RELATION_ALIASES.get(v) or _RELATION_ALIASES.get(v.lower())
+    if sym is None and m:
+        sym = _RELATION_OPTION[(m.group(1) or m.group(2)).lower()]
+    if sym is None:
+        return JudgeAnswer(ParseStatus.BAD_VALUE, raw_text=text or "", rationale=before,
+                           detail=f"relation: {value!r} is not one of {' '.join(RELATIONS)}")
+    return JudgeAnswer(ParseStatus.OK, sym, before, text or "")
+
+
+def parse_bound_answer(text: str | None) -> JudgeAnswer:
+    """IneqMath bound estimation: the constant C as an expression string (``bound:`` or ``answer:``).
+
+    A leading ``C =`` and surrounding ``$`` are dropped; equivalence is decided later (math-verify).
+
+    >>> parse_bound_answer("<final_answer>\\nbound: $C = \\\\frac{1}{2}$\\n</final_answer>").value
+    '\\\\frac{1}{2}'
+    >>> parse_bound_answer("<final_answer>answer: </final_answer>").status
+    <ParseStatus.BAD_VALUE: 'bad_value'>
+    """
+    value, failed, before = _answer_fields(text, ("bound", "answer", "c", "constant", "final_answer"))
+    if failed:
+        return failed
+    v = value.strip().strip("$").strip()
+    v = re.sub(r"^\\?\(|\\?\)$", "", v) if v.startswith("\\(") else v
+    v = re.sub(r"^(?:C|c)\s*=\s*", "", v).strip().strip("$").strip()
+    if not v:
+        return JudgeAnswer(ParseStatus.BAD_VALUE, raw_text=text or "", rationale=before, detail="bound: empty value")
+    return JudgeAnswer(ParseStatus.OK, v, before, text or "")
+
+
+def _binary(text: str | None, names: tuple[str, ...], yes: tuple[str, ...], no: tuple[str, ...]) -> VerificationOutput:
+    value, failed, before = _answer_fields(text, names, VerificationOutput)
+    if failed:
+        return failed
+    v = value.translate(_NOISE).strip().lower()
+    if v in yes:
+        return VerificationOutput(ParseStatus.OK, Verdict.VALID, NO_STEP, before, text or "")
+    if v in no:
+        return VerificationOutput(ParseStatus.OK, Verdict.INVALID, NO_STEP, before, text or "")
+    return VerificationOutput(ParseStatus.BAD_VALUE, raw_text=text or "", rationale=before,
+                              detail=f"{names[0]}: {value!r} is not one of {'/'.join(yes + no)}")
+
+
+def parse_step_judgment(text: str | None) -> VerificationOutput:
+    """An IneqMath step judge (section 4.2): ``verdict: pass`` (no flaw of its kind) or ``fail``.
+
+    Returned as a VerificationOutput (pass = VALID) so that ``aggregate`` combines repeated judgments.
+
+    >>> parse_step_judgment("Only n=1 is checked.\\n<final_answer>\\nverdict: fail\\n</final_answer>").verdict
+    <Verdict.INVALID: 'invalid'>
+    >>> parse_step_judgment("<final_answer>verdict: perhaps</final_answer>").status
+    <ParseStatus.BAD_VALUE: 'bad_value'>
+    """
+    return _binary(text, ("verdict", "judgment", "judgement"), ("pass", "passed", "valid", "yes", "true"),
+                   ("fail", "failed", "invalid", "no", "false"))
+
+
+def parse_critique(text: str | None) -> VerificationOutput:
+    """A TCS-Bench verifier vote or cross-model critique: ``verdict: correct`` or ``incorrect``.
+
+    >>> parse_critique("<final_answer>\\nverdict: correct\\n</final_answer>").accepts
+    True
+    >>> parse_critique("Looks right to me, correct.").status
+    <ParseStatus.NO_ANSWER_BLOCK: 'no_answer_block'>
+    """
+    return _binary(text, ("verdict", "judgment", "judgement"), ("correct", "valid", "accept", "accepted"),
+                   ("incorrect", "invalid", "reject", "rejected", "wrong"))
+
+
+def parse_equivalence(text: str | None) -> VerificationOutput:
+    """The IneqMath final-answer LLM fallback: ``equivalent: yes`` (VALID) or ``no`` (INVALID).
+
+    >>> parse_equivalence("<final_answer>equivalent: yes</final_answer>").accepts
+    True
+    """
+    return _binary(text, ("equivalent", "equivalence", "verdict"), ("yes", "true", "equivalent"),
+                   ("no", "false", "not_equivalent", "not equivalent"))
+
+
+def parse_rubric_scores(text: str | None, dimensions: Sequence[str], low: float = 1, high: float = 10
+                        ) -> JudgeAnswer:
+    """ProofJudge rubric (section 2.1): one score in [low, high] per dimension, all required.
+
+    Dimension names match field keys after lower-casing and ``_`` for spaces; ``7/10`` reads 7.
+
+    >>> a = parse_rubric_scores("<final_answer>\\nlibrary leverage: 7/10\\nstructural_clarity: 4\\n</final_answer>",
+    ...                         ["library_leverage", "structural_clarity"])
+    >>> a.value
+    {'library_leverage': 7.0, 'structural_clarity': 4.0}
+    >>> parse_rubric_scores("<final_answer>library_leverage: 11</final_answer>", ["library_leverage"]).detail
+    'library_leverage: 11.0 outside [1, 10]'
+    """
+    raw = text or ""
+    if not raw.strip():
+        return JudgeAnswer(ParseStatus.EMPTY, raw_text=raw, detail="empty output")
+    body, before, why = _last_block(raw)
+    if body is None:
+        return JudgeAnswer(ParseStatus.NO_ANSWER_BLOCK, raw_text=raw, rationale=before.strip(), detail=why)
+    fields = _fields(body)
+    scores: dict[str, float] = {}
+    for dim in dimensions:
+        key = _clean_key(dim)
+        value, why = _single(fields, key)
+        if value is None:
+            status = ParseStatus.MISSING_FIELD if why == "missing" else ParseStatus.AMBIGUOUS
+            return JudgeAnswer(status, raw_text=raw, rationale=before, detail=f"{key}: {why}")
+        m = re.fullmatch(r"(-?\d+(?:\.\d+)?)\s*(?:/\s*\d+)?", value.translate(_NOISE).strip())
+        if not m:
+            return JudgeAnswer(ParseStatus.BAD_VALUE, raw_text=raw, rationale=before,
+                               detail=f"{key}: {value!r} is not a number")
+        score = float(m.group(1))
+        if not low <= score <= high:
+            return JudgeAnswer(ParseStatus.BAD_VALUE, raw_text=raw, rationale=before,
+                               detail=f"{key}: {score} outside [{low:g}, {high:g}]")
+        scores[key] = score
+    return JudgeAnswer(ParseStatus.OK, scores, before, raw)
