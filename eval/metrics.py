@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from eval.stats import BootstrapSpec, cluster_bootstrap, harmonic, safe_ratio
+from eval.stats import flip_rate as _stats_flip_rate
 from verifier.aggregate import AggregationPolicy, aggregate
 from verifier.records import (
     NO_STEP,
@@ -356,39 +357,39 @@ def k_curve(gold: Sequence[ProofTrajectory | None], passes: Sequence[Sequence[Pa
 
 def flip_rate(passes: Sequence[Sequence[PassResult]], clusters: Sequence[str] | None = None,
               spec: BootstrapSpec | None = BootstrapSpec()) -> dict[str, Any]:
-    """Judge noise across passes (ProofJudge, section 3): how often two passes on one proof disagree.
+    """Judge noise across passes (ProofJudge, section 3) with clustered CIs.
 
-    ``pairwise`` = disagreeing pass pairs / all pass pairs (parseable passes of records with
-    at least two), ``non_unanimous`` = records whose passes do not all agree.
+    Point values are ``eval.stats.flip_rate`` over the parsed verdicts: ``pairwise`` =
+    disagreeing pass pairs / all pass pairs, ``unstable`` = records whose passes are not
+    unanimous (records with fewer than two parsed passes are left out and counted).
 
     >>> P = lambda v: PassResult(0, Verdict(v))
     >>> f = flip_rate([[P("valid")] * 3, [P("valid"), P("invalid"), P("invalid")]], spec=None)
-    >>> f["pairwise"]["value"], f["non_unanimous"]["value"], f["pairwise"]["counts"]
+    >>> f["pairwise"]["value"], f["unstable"]["value"], f["pairwise"]["counts"]
     (0.333333333333, 0.5, {'disagreeing_pairs': 2, 'pairs': 6})
     """
-    rows = []
-    keep = []
-    for i, ps in enumerate(passes):
-        ok = [p for p in ps if p.parse_status.ok and p.verdict is not None]
+    verdicts = [[p.verdict.value if p.parse_status.ok and p.verdict is not None else None for p in ps]
+                for ps in passes]
+    point = _stats_flip_rate(verdicts)
+    rows, keep = [], []
+    for i, vs in enumerate(verdicts):
+        ok = [v for v in vs if v is not None]
         m = len(ok)
         if m < 2:
             continue
-        a = sum(1 for p in ok if p.verdict is Verdict.VALID)
+        a = ok.count("valid")
         rows.append([a * (m - a), m * (m - 1) // 2, int(0 < a < m), 1])
         keep.append(i)
     arr = np.array(rows, dtype=float).reshape(-1, 4)
+    s = arr.sum(axis=0) if len(arr) else np.zeros(4)
     cl = [(clusters[i] if clusters is not None else str(i)) for i in keep]
     out: dict[str, Any] = {}
-    for name, (num, den, labels) in {"pairwise": (0, 1, ("disagreeing_pairs", "pairs")),
-                                     "non_unanimous": (2, 3, ("non_unanimous", "records"))}.items():
-        s = arr.sum(axis=0)
-        v = float(s[num] / s[den]) if len(arr) and s[den] > 0 else None
+    for name, num, den, labels in (("pairwise", 0, 1, ("disagreeing_pairs", "pairs")),
+                                   ("unstable", 2, 3, ("unstable", "records"))):
         ci = None
         if spec is not None and len(arr):
             ci = list(cluster_bootstrap(arr, cl, lambda b, n=num, d=den: safe_ratio(b[:, n], b[:, d]), spec))
-        out[name] = {"value": None if v is None else round(v, 12),
-                     "counts": {labels[0]: int(s[num]) if len(arr) else 0, labels[1]: int(s[den]) if len(arr) else 0},
-                     "ci": ci}
+        out[name] = {"value": point[name], "counts": {labels[0]: int(s[num]), labels[1]: int(s[den])}, "ci": ci}
     out["records_with_fewer_than_2_parsed_passes"] = len(passes) - len(keep)
     return out
 

@@ -221,8 +221,8 @@ def test_flip_rate_on_score():
     preds = {"r0": Prediction("r0", Verdict.VALID, passes=_passes("valid", "valid")),
              "r1": Prediction("r1", Verdict.INVALID, 1, passes=_passes("valid", "invalid"))}
     s = score_predictions(gold, preds, ScoreOptions(bootstrap=BootstrapSpec(n=0)))
-    assert s["flip"]["pairwise"]["value"] == 0.5 and s["flip"]["non_unanimous"]["counts"] == {
-        "non_unanimous": 1, "records": 2}
+    assert s["flip"]["pairwise"]["value"] == 0.5 and s["flip"]["unstable"]["counts"] == {
+        "unstable": 1, "records": 2}
     assert [r["k"] for r in s["k_curve"]] == [1, 2, 2]
     f = flip_rate([_passes("valid", None)], spec=None)
     assert f["pairwise"]["value"] is None and f["records_with_fewer_than_2_parsed_passes"] == 1
