@@ -1,0 +1,437 @@
+"""Ingest expert annotation exports into a validated Hugging Face dataset (section 3.3, appendix C).
+
+``python -m data_pipeline.ingest input=PATH out=DIR [on_error=raise|skip]``
+
+Reads JSONL (our trajectory layout with the annotation nested under ``annotation``, or
+flat rows with the appendix C fields at top level) or CSV (one column per trajectory
+field and per annotation field; ``proof_steps`` as a JSON list, or a ``proof`` text
+column split on ``Step k:`` markers; ``meta`` as a JSON object). Column names are
+normalised ("First Fatal Error Step" -> ``first_fatal_error_step``) and the annotators'
+forms are accepted (``-1``, ``"2,5"``, ``yes``/``no``). A folder ingests every
+``*.jsonl``/``*.csv`` in it, ids unique across all of them.
+
+Every bad record is reported with its id, field and line in ONE error report
+(``DatasetError``; written to ``errors.txt`` and ``errors.jsonl``); with ``on_error=raise``
+(default) nothing else is written, with ``skip`` the good records are written and the
+skipped ones counted in the card. ``report_error_case`` records are excluded, counted and
+kept in ``excluded.jsonl``. Output folder: ``dataset/`` (``save_to_disk`` Arrow),
+``data.parquet``, ``trajectories.jsonl`` (our JSONL), ``README.md`` (dataset card with
+counts by polarity, split, subject and source) and ``ingest_summary.json``.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from verifier.io import DatasetError, iter_jsonl, write_jsonl
+from verifier.records import Annotation, ProofTrajectory, RecordError
+
+TRAJECTORY_FIELDS = tuple(f.name for f in dataclasses.fields(ProofTrajectory))
+ANNOTATION_FIELDS = tuple(f.name for f in dataclasses.fields(Annotation))
+ALIASES = {
+    "trajectory_id": "id", "proof_id": "id", "record_id": "id",
+    "problem_statement": "problem", "question": "problem",
+    "steps": "proof_steps", "reference": "reference_solution", "official_solution": "reference_solution",
+    "model": "generator",
+    "comment": "reviewer_comment", "review": "reviewer_comment",
+    "first_fatal_step": "first_fatal_error_step", "fatal_error_step": "first_fatal_error_step",
+    "recoverable_steps": "recoverable_error_steps", "recoverable_error_step": "recoverable_error_steps",
+    "report_error": "report_error_case", "error_case": "report_error_case",
+    "correction_suggestions": "correction", "correction_suggestion": "correction", "corrections": "correction",
+    "suggested_corrections": "correction", "suggested_correction": "correction",
+    "remarks": "remark", "note": "remark", "notes": "remark",
+}
+_BOOL = {"true": True, "1": True, "yes": True, "y": True, "x": True,
+         "false": False, "0": False, "no": False, "n": False, "": False}
+
+
+@dataclass
+class IngestConfig:
+    """Options of ``python -m data_pipeline.ingest`` (mirrored by ``configs/ingest.yaml``)."""
+
+    input: str | None = None  # JSONL/CSV file, or a folder of them
+    out: str | None = None
+    on_error: str = "raise"  # raise: one error report, nothing written | skip: write the good records, count the rest
+    require_annotation: bool = True  # an export record without annotation fields is an error
+    extra_columns: str = "meta"  # meta: unknown columns go to meta["extra"] | error: unknown column = bad record
+    name: str = "annotations"  # dataset name in the card
+    progress: bool = True
+
+
+@dataclass
+class IngestResult:
+    """What ingestion kept, excluded and rejected."""
+
+    records: list[ProofTrajectory]
+    excluded: list[ProofTrajectory] = field(default_factory=list)  # report_error_case
+    errors: list[RecordError] = field(default_factory=list)
+    extra_columns: list[str] = field(default_factory=list)
+    inputs: list[str] = field(default_factory=list)
+    n_rows: int = 0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "inputs": self.inputs,
+            "rows": self.n_rows,
+            "kept": len(self.records),
+            "excluded_report_error_case": len(self.excluded),
+            "rejected": len(self.errors),
+            "extra_columns": self.extra_columns,
+            **counts(self.records),
+        }
+
+
+def normalize_key(key: str) -> str:
+    """Column name -> field name.
+
+    >>> normalize_key("First Fatal Error Step"), normalize_key("Correction suggestions"), normalize_key(" ID ")
+    ('first_fatal_error_step', 'correction', 'id')
+    """
+    k = re.sub(r"[^0-9a-z]+", "_", str(key).strip().lower()).strip("_")
+    return ALIASES.get(k, k)
+
+
+def _json_cell(value: Any, rid: str | None, name: str, kind: type, line: int | None) -> Any:
+    if not isinstance(value, str):
+        return value
+    if not value.strip():
+        return None
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as e:
+        raise RecordError(rid, name, f"expected a JSON {kind.__name__} in this column: {e.msg}", line) from None
+    if not isinstance(parsed, kind):
+        raise RecordError(rid, name, f"expected a JSON {kind.__name__}, got {type(parsed).__name__}", line)
+    return parsed
+
+
+def normalize_row(raw: dict[str, Any], line: int | None, from_csv: bool, extra_policy: str = "meta"
+                  ) -> tuple[dict[str, Any], list[str]]:
+    """An export row (flat or nested, CSV strings or JSON values) -> our JSONL record layout.
+
+    Returns the record dict and the unknown columns it carried (moved to ``meta["extra"]``).
+    """
+    row = {}
+    for k, v in raw.items():
+        if k is None:  # csv: more cells than header columns
+            raise RecordError(_guess_id(raw), "<csv>", "row has more cells than the header", line)
+        nk = normalize_key(k)
+        if nk in row and v not in (None, ""):
+            if row[nk] not in (None, ""):
+                raise RecordError(_guess_id(raw), nk, f"given twice (column {k!r} and another spelling)", line)
+        if nk not in row or v not in (None, ""):
+            row[nk] = v
+    rid = row.get("id")
+    rid = None if rid is None or str(rid).strip() == "" else str(rid).strip()
+    if from_csv:
+        for name, kind in (("proof_steps", list), ("meta", dict), ("annotation", dict)):
+            if name in row:
+                row[name] = _json_cell(row[name], rid, name, kind, line)
+        for name in ("reference_solution", "subject", "split", "source", "generator", "problem_id"):
+            if row.get(name) == "":
+                row[name] = None
+    if row.get("proof_steps") in (None, "") and isinstance(row.get("proof"), str) and row["proof"].strip():
+        from verifier.templates import split_proof_steps
+
+        row["proof_steps"] = split_proof_steps(row["proof"])
+    row.pop("proof", None)
+    flat = {k: row.pop(k) for k in list(row) if k in ANNOTATION_FIELDS}
+    nested = row.get("annotation")
+    if nested is not None and any(v not in (None, "") for v in flat.values()):
+        raise RecordError(rid, "annotation", "given both as a nested object and as flat annotation fields", line)
+    if nested is None and any(v not in (None, "") for v in flat.values()):
+        ann = {k: v for k, v in flat.items() if v is not None}
+        for b in ("report_error_case", "fatal_step_unknown"):
+            if isinstance(ann.get(b), str):
+                s = ann[b].strip().lower()
+                if s not in _BOOL:
+                    raise RecordError(rid, f"annotation.{b}", f"expected true/false, got {ann[b]!r}", line)
+                ann[b] = _BOOL[s]
+        row["annotation"] = ann
+    unknown = sorted(k for k in row if k not in TRAJECTORY_FIELDS)
+    if unknown:
+        if extra_policy == "error":
+            raise RecordError(rid, unknown[0], "unknown column (extra_columns=error)", line)
+        meta = row.get("meta") or {}
+        if not isinstance(meta, dict):
+            raise RecordError(rid, "meta", "expected an object", line)
+        extra = {k: row.pop(k) for k in unknown}
+        row["meta"] = {**meta, "extra": {**meta.get("extra", {}), **extra}}
+    return row, unknown
+
+
+def _guess_id(raw: dict[str, Any]) -> str | None:
+    for k, v in raw.items():
+        if k is not None and normalize_key(k) == "id" and v not in (None, ""):
+            return str(v)
+    return None
+
+
+def input_files(path: str | os.PathLike) -> list[Path]:
+    """The export files under ``path`` (a file, or a folder of ``*.jsonl``/``*.csv``)."""
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.suffix.lower() in (".jsonl", ".csv"))
+        if not files:
+            raise FileNotFoundError(f"{p}: no *.jsonl or *.csv files in this folder")
+        return files
+    if not p.exists():
+        raise FileNotFoundError(f"{p}: no such file")
+    if p.suffix.lower() not in (".jsonl", ".csv", ".json"):
+        raise ValueError(f"{p}: expected a .jsonl or .csv file (got {p.suffix!r})")
+    return [p]
+
+
+def iter_rows(path: Path) -> Iterator[tuple[int, Any, bool]]:
+    """``(line, row or RecordError, from_csv)`` for each row of a JSONL or CSV export."""
+    if path.suffix.lower() == ".csv":
+        with open(path, encoding="utf-8-sig", newline="") as f:
+            reader = csv.DictReader(f)
+            if not reader.fieldnames:
+                return
+            while True:
+                try:
+                    row = next(reader)
+                except StopIteration:
+                    return
+                except csv.Error as e:
+                    yield reader.line_num, RecordError(None, "<csv>", f"malformed CSV: {e}", reader.line_num), True
+                    return
+                yield reader.line_num, row, True
+    else:
+        for n, obj in iter_jsonl(path):
+            yield n, obj, False
+
+
+def ingest(cfg: IngestConfig) -> IngestResult:
+    """Validate every record of the export(s); collect ALL errors (id, field, line)."""
+    if not cfg.input:
+        raise ValueError("ingest config, field 'input': a JSONL/CSV export (or folder) is required")
+    if cfg.on_error not in ("raise", "skip"):
+        raise ValueError(f"ingest config, field 'on_error': use raise or skip, got {cfg.on_error!r}")
+    if cfg.extra_columns not in ("meta", "error"):
+        raise ValueError(f"ingest config, field 'extra_columns': use meta or error, got {cfg.extra_columns!r}")
+    from tqdm import tqdm
+
+    files = input_files(cfg.input)
+    result = IngestResult(records=[], inputs=[str(f) for f in files])
+    seen: dict[str, str] = {}
+    extra: set[str] = set()
+    multi = len(files) > 1
+    for path in files:
+        for line, obj, from_csv in tqdm(iter_rows(path), desc=f"ingest {path.name}", unit="row",
+                                        disable=not cfg.progress):
+            result.n_rows += 1
+            where = f"{path.name}:{line}" if multi else f"line {line}"
+            try:
+                if isinstance(obj, RecordError):
+                    raise obj
+                if not isinstance(obj, dict):
+                    raise RecordError(None, "<record>", f"expected an object, got {type(obj).__name__}", line)
+                row, unknown = normalize_row(obj, line, from_csv, cfg.extra_columns)
+                extra.update(unknown)
+                rec = ProofTrajectory.from_dict(row, line=line)
+                if rec.annotation is None and cfg.require_annotation:
+                    raise RecordError(rec.id, "annotation", "missing (no annotation fields in this record)", line)
+                if rec.id in seen:
+                    raise RecordError(rec.id, "id", f"duplicate id (first seen at {seen[rec.id]})", line)
+            except RecordError as e:
+                if multi:
+                    e = RecordError(e.record_id, e.field, f"{path.name}: {e.message}", e.line)
+                result.errors.append(e)
+                continue
+            seen[rec.id] = where
+            if rec.annotation is not None and rec.annotation.report_error_case:
+                result.excluded.append(rec)
+            else:
+                result.records.append(rec)
+    result.extra_columns = sorted(extra)
+    return result
+
+
+# ------------------------------------------------------------------------------------------ output
+
+
+def counts(records: list[ProofTrajectory]) -> dict[str, dict[str, int]]:
+    """Counts by polarity, split, subject, source (empty values shown as ``(none)``)."""
+    def c(values) -> dict[str, int]:
+        return dict(sorted(Counter(v or "(none)" for v in values).items()))
+
+    return {
+        "polarity": c(t.gold_verdict.value if t.gold_verdict else "unannotated" for t in records),
+        "fully_correct": c("yes" if t.annotation and t.annotation.fully_correct else "no" for t in records),
+        "split": c(t.split for t in records),
+        "subject": c(t.subject for t in records),
+        "source": c(t.source for t in records),
+    }
+
+
+def dataset_row(t: ProofTrajectory) -> dict[str, Any]:
+    """Flat dataset columns of one record (the annotation flattened; meta as JSON text)."""
+    a = t.annotation or Annotation()
+    return {
+        "id": t.id, "problem_id": t.problem_id, "problem": t.problem, "proof_steps": list(t.proof_steps),
+        "reference_solution": t.reference_solution, "subject": t.subject, "split": t.split, "source": t.source,
+        "generator": t.generator, "annotated": t.annotation is not None,
+        "polarity": t.gold_verdict.value if t.gold_verdict else "", "fully_correct": bool(t.annotation and a.fully_correct),
+        "reviewer_comment": a.reviewer_comment, "first_fatal_error_step": a.first_fatal_error_step,
+        "recoverable_error_steps": list(a.recoverable_error_steps), "remark": a.remark,
+        "report_error_case": a.report_error_case, "correction": a.correction, "fatal_step_unknown": a.fatal_step_unknown,
+        "meta": json.dumps(t.meta, ensure_ascii=False, sort_keys=True),
+    }
+
+
+def trajectory_from_dataset_row(row: dict[str, Any]) -> ProofTrajectory:
+    """Inverse of ``dataset_row``."""
+    d = {k: row[k] for k in ("id", "problem_id", "problem", "proof_steps", "reference_solution", "subject", "split",
+                             "source", "generator")}
+    if row.get("annotated", True):
+        d["annotation"] = {k: row[k] for k in ANNOTATION_FIELDS}
+    d["meta"] = json.loads(row.get("meta") or "{}")
+    return ProofTrajectory.from_dict(d)
+
+
+def features():
+    from datasets import Features, Sequence, Value
+
+    s, i, b = Value("string"), Value("int64"), Value("bool")
+    return Features({
+        "id": s, "problem_id": s, "problem": s, "proof_steps": Sequence(s), "reference_solution": s, "subject": s,
+        "split": s, "source": s, "generator": s, "annotated": b, "polarity": s, "fully_correct": b,
+        "reviewer_comment": s, "first_fatal_error_step": i, "recoverable_error_steps": Sequence(i), "remark": s,
+        "report_error_case": b, "correction": s, "fatal_step_unknown": b, "meta": s,
+    })
+
+
+def to_dataset(records: list[ProofTrajectory]):
+    """A ``datasets.Dataset`` with fixed features (also for an empty list)."""
+    from datasets import Dataset
+
+    rows = [dataset_row(t) for t in records]
+    cols = {k: [r[k] for r in rows] for k in features()}
+    return Dataset.from_dict(cols, features=features())
+
+
+def load_ingested(path: str | os.PathLike) -> list[ProofTrajectory]:
+    """Records of an ingested folder (``dataset/``), a ``.parquet`` file or a trajectory JSONL."""
+    p = Path(path)
+    if p.is_dir() and (p / "trajectories.jsonl").exists():
+        p = p / "trajectories.jsonl"
+    if p.suffix == ".jsonl":
+        from verifier.io import load_trajectories
+
+        return load_trajectories(p).records
+    if p.suffix == ".parquet":
+        from datasets import Dataset
+
+        ds = Dataset.from_parquet(str(p))
+    else:
+        from datasets import load_from_disk
+
+        ds = load_from_disk(str(p / "dataset" if (p / "dataset").exists() else p))
+    return [trajectory_from_dataset_row(r) for r in ds]
+
+
+def _table(title: str, d: dict[str, int]) -> str:
+    rows = "\n".join(f"| {k} | {v} |" for k, v in d.items()) or "| (none) | 0 |"
+    return f"### {title}\n\n| value | records |\n|---|---|\n{rows}\n"
+
+
+def dataset_card(result: IngestResult, cfg: IngestConfig) -> str:
+    """The dataset card (``README.md``): provenance and counts by polarity, split, subject, source."""
+    s = result.summary()
+    errs = "".join(f"- {e}\n" for e in result.errors[:200])
+    if len(result.errors) > 200:
+        errs += f"- ... and {len(result.errors) - 200} more (errors.jsonl)\n"
+    exc = "".join(f"- `{t.id}`: {t.annotation.remark}\n" for t in result.excluded[:200])
+    return (
+        "---\n"
+        f"pretty_name: {cfg.name}\n"
+        "configs:\n- config_name: default\n  data_files: data.parquet\n"
+        "---\n\n"
+        f"# {cfg.name}\n\n"
+        "Expert-annotated proof trajectories (AdvancedMathBench appendix C fields), validated by\n"
+        "`python -m data_pipeline.ingest`. Step indices are zero-based; `-1` means none. A proof is\n"
+        "valid iff it has no fatal error; fully correct iff it has no recoverable error either.\n\n"
+        f"Inputs: {', '.join(f'`{i}`' for i in result.inputs)}\n\n"
+        "## Counts\n\n"
+        f"- rows read: {s['rows']}\n- kept: {s['kept']}\n"
+        f"- excluded (report_error_case, kept in `excluded.jsonl`): {s['excluded_report_error_case']}\n"
+        f"- rejected (bad records, see `errors.txt`): {s['rejected']}\n"
+        f"- extra columns kept in `meta.extra`: {', '.join(s['extra_columns']) or 'none'}\n\n"
+        + _table("Polarity", s["polarity"]) + "\n" + _table("Fully correct", s["fully_correct"]) + "\n"
+        + _table("Split", s["split"]) + "\n" + _table("Subject", s["subject"]) + "\n" + _table("Source", s["source"])
+        + "\n## Files\n\n- `dataset/`: Hugging Face `save_to_disk` (Arrow)\n- `data.parquet`: the same rows\n"
+        "- `trajectories.jsonl`: our trajectory JSONL (annotation nested)\n"
+        "- `excluded.jsonl`: report_error_case records\n- `errors.txt`, `errors.jsonl`: rejected records\n"
+        + ("\n## Rejected records\n\n" + errs if result.errors else "")
+        + ("\n## Excluded (report_error_case)\n\n" + exc if result.excluded else "")
+    )
+
+
+def write_error_report(errors: list[RecordError], out: Path, source: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "errors.txt").write_text(str(DatasetError(source, errors)) + "\n" if errors else "no errors\n",
+                                    encoding="utf-8")
+    write_jsonl(out / "errors.jsonl", ({"id": e.record_id, "field": e.field, "line": e.line, "message": e.message}
+                                       for e in errors))
+
+
+def write_outputs(result: IngestResult, cfg: IngestConfig) -> Path:
+    """Write dataset (Arrow + Parquet), JSONL, exclusions, error report and the card."""
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    ds = to_dataset(result.records)
+    ds.save_to_disk(str(out / "dataset"))
+    ds.to_parquet(str(out / "data.parquet"))
+    write_jsonl(out / "trajectories.jsonl", result.records)
+    write_jsonl(out / "excluded.jsonl", result.excluded)
+    write_error_report(result.errors, out, cfg.input or "")
+    (out / "ingest_summary.json").write_text(json.dumps(result.summary(), indent=1) + "\n", encoding="utf-8")
+    (out / "README.md").write_text(dataset_card(result, cfg), encoding="utf-8")
+    return out
+
+
+def run(cfg: IngestConfig) -> IngestResult:
+    """Ingest and write; raises ``DatasetError`` (all bad records) when ``on_error=raise``."""
+    if not cfg.out:
+        raise ValueError("ingest config, field 'out': an output folder is required (out=DIR)")
+    result = ingest(cfg)
+    if result.errors and cfg.on_error == "raise":
+        write_error_report(result.errors, Path(cfg.out), cfg.input or "")
+        raise DatasetError(cfg.input or "", result.errors)
+    write_outputs(result, cfg)
+    return result
+
+
+def main() -> None:
+    """Hydra app: ``python -m data_pipeline.ingest input=PATH out=DIR``."""
+    import sys
+
+    from verifier.config import hydra_main
+
+    @hydra_main("ingest", IngestConfig)
+    def _run(cfg: IngestConfig) -> None:
+        try:
+            r = run(cfg)
+        except DatasetError as e:
+            print(f"ingest failed: {e}\n(error report: {Path(cfg.out) / 'errors.txt'}; "
+                  "use on_error=skip to write the good records)", file=sys.stderr)
+            raise SystemExit(1) from None
+        s = r.summary()
+        print(f"ingested {s['kept']} records (excluded report_error_case={s['excluded_report_error_case']}, "
+              f"rejected={s['rejected']}; polarity {s['polarity']}) to {cfg.out}")
+
+    _run()
+
+
+if __name__ == "__main__":
+    main()

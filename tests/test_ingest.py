@@ -1,0 +1,130 @@
+"""Ingestion of annotation exports (JSONL, CSV): one error report, exclusions, dataset + card."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from data_pipeline.ingest import IngestConfig, ingest, load_ingested, run
+from data_pipeline.synthetic import generate_synthetic
+from verifier.io import DatasetError, write_jsonl
+
+REPO = Path(__file__).resolve().parents[1]
+CSV_HEADER = ["ID", "Problem ID", "Problem", "proof_steps", "Subject", "Split", "Source", "Reviewer Comment",
+              "First Fatal Error Step", "Recoverable Error Steps", "Remark", "Report Error Case",
+              "Correction suggestions", "Annotator"]
+
+
+def _csv_row(t, **over):
+    a = t.annotation
+    row = {"ID": t.id, "Problem ID": t.problem_id, "Problem": t.problem, "proof_steps": json.dumps(list(t.proof_steps)),
+           "Subject": t.subject, "Split": t.split, "Source": "csv-export", "Reviewer Comment": a.reviewer_comment,
+           "First Fatal Error Step": str(a.first_fatal_error_step),
+           "Recoverable Error Steps": ",".join(map(str, a.recoverable_error_steps)) or "-1",
+           "Remark": "", "Report Error Case": "no", "Correction suggestions": a.correction, "Annotator": "ann7"}
+    row.update(over)
+    return row
+
+
+def _write_csv(path, rows):
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_HEADER)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def test_jsonl_roundtrip_dataset_and_card(tmp_path):
+    trajs = generate_synthetic(40, seed=2)
+    rows = [t.to_dict() for t in trajs]
+    rows[3]["annotation"]["report_error_case"] = True
+    rows[3]["annotation"]["remark"] = "problem statement is corrupted"
+    flat = rows[5].pop("annotation")
+    rows[5].update({"First Fatal Error Step": flat["first_fatal_error_step"],
+                    "recoverable_error_steps": ",".join(map(str, flat["recoverable_error_steps"])) or "-1",
+                    "Reviewer Comment": flat["reviewer_comment"], "correction": flat["correction"]})
+    write_jsonl(tmp_path / "ann.jsonl", rows)
+    out = tmp_path / "out"
+    res = run(IngestConfig(input=str(tmp_path / "ann.jsonl"), out=str(out), progress=False))
+    assert len(res.records) == 39 and [t.id for t in res.excluded] == [trajs[3].id] and not res.errors
+    back = load_ingested(out)
+    assert [t.to_dict() for t in back] == [t.to_dict() for t in res.records]
+    assert [t.to_dict() for t in load_ingested(out / "data.parquet")] == [t.to_dict() for t in res.records]
+    assert [t.to_dict() for t in load_ingested(out / "dataset")] == [t.to_dict() for t in res.records]
+    assert back[4].annotation == trajs[5].annotation  # the flat row was nested back
+    from datasets import load_from_disk
+
+    ds = load_from_disk(str(out / "dataset"))
+    assert ds.num_rows == 39 and "first_fatal_error_step" in ds.column_names
+    card = (out / "README.md").read_text()
+    n_valid = sum(t.annotation.is_valid for t in res.records)
+    assert f"| valid | {n_valid} |" in card and f"| invalid | {39 - n_valid} |" in card
+    assert "excluded (report_error_case, kept in `excluded.jsonl`): 1" in card
+    assert "| synthetic | 39 |" in card and "| UG |" in card and "| arithmetic |" in card
+    assert len((out / "excluded.jsonl").read_text().splitlines()) == 1
+
+
+def test_csv_with_annotator_forms_and_extra_columns(tmp_path):
+    trajs = generate_synthetic(12, seed=9, recoverable_rate=1.0)
+    assert any(len(t.annotation.recoverable_error_steps) == 2 for t in trajs)  # "2,5" form is exercised
+    _write_csv(tmp_path / "ann.csv", [_csv_row(t) for t in trajs])
+    res = ingest(IngestConfig(input=str(tmp_path / "ann.csv"), progress=False))
+    assert not res.errors and len(res.records) == 12
+    for got, want in zip(res.records, trajs):
+        assert got.annotation == want.annotation and got.proof_steps == want.proof_steps
+        assert got.meta["extra"] == {"annotator": "ann7"} and got.source == "csv-export"
+    assert res.extra_columns == ["annotator"]
+    with pytest.raises(Exception, match="annotator"):
+        strict = ingest(IngestConfig(input=str(tmp_path / "ann.csv"), extra_columns="error", progress=False))
+        raise DatasetError("x", strict.errors)
+
+
+def test_every_bad_record_in_one_report(tmp_path):
+    t = generate_synthetic(10, seed=4, valid_fraction=0.0, recoverable_rate=0.0)
+    rows = [
+        _csv_row(t[0], **{"First Fatal Error Step": "99"}),                # out of range
+        _csv_row(t[1], **{"proof_steps": "not json"}),                     # bad JSON column
+        _csv_row(t[2], **{"Problem": ""}),                                 # missing problem
+        _csv_row(t[3]),
+        _csv_row(t[3]),                                                    # duplicate id
+        _csv_row(t[4], **{"Recoverable Error Steps": "9,1"}),              # after the fatal step / outside
+        _csv_row(t[5], **{"Report Error Case": "yes"}),                    # flag without remark
+        _csv_row(t[6], **{"First Fatal Error Step": "two"}),               # not an int
+        _csv_row(t[7], **{"Report Error Case": "maybe"}),                  # not a bool
+        _csv_row(t[8], **{"Report Error Case": "yes", "Remark": "mismatched problem"}),  # excluded, fine
+        _csv_row(t[9]),
+    ]
+    _write_csv(tmp_path / "bad.csv", rows)
+    out = tmp_path / "out"
+    with pytest.raises(DatasetError) as ei:
+        run(IngestConfig(input=str(tmp_path / "bad.csv"), out=str(out), progress=False))
+    got = {(e.record_id, e.field) for e in ei.value.errors}
+    assert got == {
+        (t[0].id, "annotation.first_fatal_error_step"), (t[1].id, "proof_steps"), (t[2].id, "problem"),
+        (t[3].id, "id"), (t[4].id, "annotation.recoverable_error_steps"), (t[5].id, "annotation.remark"),
+        (t[6].id, "annotation.first_fatal_error_step"), (t[7].id, "annotation.report_error_case"),
+    }
+    assert not (out / "dataset").exists()  # raise: nothing but the report is written
+    report = (out / "errors.txt").read_text()
+    assert "8 bad record(s)" in report and t[1].id in report
+    res = run(IngestConfig(input=str(tmp_path / "bad.csv"), out=str(out), on_error="skip", progress=False))
+    assert [r.id for r in res.records] == [t[3].id, t[9].id] and len(res.excluded) == 1 and len(res.errors) == 8
+    assert len(res.records) + len(res.excluded) + len(res.errors) == res.n_rows == 11
+    assert "rejected (bad records, see `errors.txt`): 8" in (out / "README.md").read_text()
+
+
+def test_cli_and_folder_input(tmp_path):
+    a, b = generate_synthetic(6, seed=1), generate_synthetic(4, seed=1)
+    write_jsonl(tmp_path / "in" / "a.jsonl", a)
+    _write_csv(tmp_path / "in" / "b.csv", [_csv_row(x) for x in b[:2]])  # ids clash with a.jsonl
+    cmd = [sys.executable, "-m", "data_pipeline.ingest", f"input={tmp_path / 'in'}", f"out={tmp_path / 'o'}",
+           "progress=false"]
+    r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "duplicate id" in r.stderr and "b.csv" in r.stderr and b[0].id in r.stderr
+    r = subprocess.run(cmd + ["on_error=skip"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "ingested 6 records" in r.stdout and "rejected=2" in r.stdout
