@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE ?= 1
 export WANDB_MODE ?= offline
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-reward clean
+.PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-reward clean browser-deps
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -25,10 +25,10 @@ install: $(VENV)/.installed
 demo: install
 	$(PY) launch/demo.py
 
-test: install
+test: install browser-deps
 	$(PY) -m pytest tests verifier data_pipeline eval training $(PYTEST_ARGS)
 
-test-fast: install
+test-fast: install browser-deps
 	$(PY) -m pytest tests verifier data_pipeline eval training -m "not slow" $(PYTEST_ARGS)
 
 lint: install
@@ -49,3 +49,24 @@ bench-learning: install
 
 bench-reward: install
 	$(PY) bench/bench_reward.py
+
+# Judgment browser (eval/browse.py): Debian's chromium for the headless-browser tests, and KaTeX
+# vendored from the npm registry (copied into every site at build time; never fetched at view time).
+KATEX_VERSION ?= 0.16.22
+KATEX_DIR ?= .vendor/katex
+CHROMIUM ?= /usr/bin/chromium
+
+browser-deps: $(KATEX_DIR)/katex.min.js
+	@if [ ! -x $(CHROMIUM) ]; then \
+	  echo "installing Debian chromium (tests/test_browse*.py drive it headless)"; \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update && $$SUDO apt-get install -y chromium; \
+	fi
+
+$(KATEX_DIR)/katex.min.js:
+	@command -v npm >/dev/null || { echo "npm is needed to vendor KaTeX (apt-get install -y npm)"; exit 1; }
+	rm -rf $(KATEX_DIR) $(KATEX_DIR).tmp && mkdir -p $(KATEX_DIR).tmp $(KATEX_DIR)
+	cd $(KATEX_DIR).tmp && npm pack --silent katex@$(KATEX_VERSION) >/dev/null && tar xzf katex-$(KATEX_VERSION).tgz
+	cp -r $(KATEX_DIR).tmp/package/dist/. $(KATEX_DIR)/
+	cp $(KATEX_DIR).tmp/package/LICENSE $(KATEX_DIR).tmp/package/package.json $(KATEX_DIR)/
+	rm -rf $(KATEX_DIR).tmp
