@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from eval.stats import BootstrapSpec, cluster_bootstrap, harmonic, safe_ratio
+from eval.stats import BootstrapSpec, bootstrap_sums, cluster_bootstrap, harmonic, percentile_ci, safe_ratio
 from eval.stats import flip_rate as _stats_flip_rate
 from verifier.aggregate import AggregationPolicy, aggregate
 from verifier.records import (
@@ -227,13 +227,16 @@ def metric_table(rows: np.ndarray, clusters: Sequence[str], names: Sequence[str]
     rows = np.asarray(rows, dtype=float).reshape(-1, len(COLUMNS))
     total = {c: int(v) for c, v in zip(COLUMNS, rows.sum(axis=0))}
     point = _values(rows.sum(axis=0, keepdims=True), names)
+    boot = None
+    if spec is not None and len(rows):
+        boot = bootstrap_sums(rows, clusters, spec)
+    boot_vals = _values(boot, names) if boot is not None else {}
     out: dict[str, dict[str, Any]] = {}
     for name in names:
         v = float(point[name][0])
         ci: list[float | None] | None = None
         if spec is not None and len(rows):
-            lo, hi = cluster_bootstrap(rows, clusters, lambda s, n=name: _values(s, [n])[n], spec)
-            ci = [lo, hi]
+            ci = list(percentile_ci(boot_vals[name], spec.level)) if boot is not None else [None, None]
         out[name] = {"value": None if np.isnan(v) else round(v, 12), "counts": _counts_of(name, total), "ci": ci}
     return out
 

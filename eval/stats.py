@@ -72,18 +72,38 @@ def cluster_bootstrap(
     >>> cluster_bootstrap(v, [0] * 10, lambda s: s[:, 1] / s[:, 0])  # one cluster: a point
     (0.8, 0.8)
     """
+    boot = bootstrap_sums(values, clusters, spec)
+    if boot is None:
+        return None, None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return percentile_ci(np.asarray(statistic(boot), dtype=float), spec.level)
+
+
+def bootstrap_sums(values: np.ndarray, clusters: Sequence[Hashable],
+                   spec: BootstrapSpec = BootstrapSpec()) -> np.ndarray | None:
+    """Column sums of ``spec.n`` cluster resamples, [B, K] (None when nothing to resample).
+
+    Compute once, then evaluate many statistics on it with ``percentile_ci``.
+    """
     sums = cluster_sums(values, clusters)
     if len(sums) == 0 or spec.n <= 0:
-        return None, None
+        return None
     rng = np.random.default_rng(spec.seed)
     draws = rng.integers(0, len(sums), size=(spec.n, len(sums)))
-    boot = sums[draws].sum(axis=1)  # [B, K]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        stats = np.asarray(statistic(boot), dtype=float)
+    return sums[draws].sum(axis=1)
+
+
+def percentile_ci(stats: np.ndarray, level: float = 0.95) -> tuple[float | None, float | None]:
+    """Percentile interval of bootstrap replicates; NaN replicates (undefined) are dropped.
+
+    >>> percentile_ci(np.array([0.1, 0.2, np.nan, 0.3]), 0.5)
+    (0.15, 0.25)
+    """
+    stats = np.asarray(stats, dtype=float)
     stats = stats[np.isfinite(stats)]
     if stats.size == 0:
         return None, None
-    a = (1 - spec.level) / 2
+    a = (1 - level) / 2
     lo, hi = np.quantile(stats, [a, 1 - a])
     return float(round(lo, 12)), float(round(hi, 12))
 
