@@ -24,9 +24,10 @@ import re
 import shutil
 import sys
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from verifier.records import NO_STEP, MetaGrade, ProofTrajectory, RecordError
 
@@ -69,6 +70,8 @@ class PassView:
     text: str
     meta_grade: str | None = None
     meta_comment: str = ""
+    seed: int | None = None
+    completion_tokens: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -134,6 +137,23 @@ class JudgmentView:
         if graded:
             return f"mean {self.meta_reward:.2f} ({len(graded)} graded)"
         return ""
+
+    @property
+    def judge_info(self) -> str:
+        """How the judge ran (fields ``eval.judge`` writes beside the aggregate), for the page header."""
+        e = self.extra
+        parts = []
+        if e.get("policy"):
+            parts.append(f"policy {e['policy']}")
+        if e.get("n") is not None:
+            parts.append(f"{len(self.passes)} of n={e['n']} passes run")
+        if e.get("early_stopped"):
+            parts.append("early-stopped")
+        if e.get("model"):
+            parts.append(f"model {e['model']}")
+        if e.get("status") not in (None, "ok"):
+            parts.append(f"status {e['status']}")
+        return ", ".join(str(p) for p in parts)
 
     def flagged_by(self, step: int) -> list[int]:
         """Indices of parsed rejecting passes whose first error step is ``step``."""
@@ -212,7 +232,9 @@ def _pass(p: Any, i: int, rid: str, n_steps: int) -> PassView:
     if isinstance(index, bool) or not isinstance(index, int):
         raise RecordError(rid, pre + "index", f"expected an integer, got {index!r}")
     grade, comment = _grade(p, rid, pre)
-    return PassView(index, verdict, step, status, detail, rationale, text, grade, comment)
+    seed, toks = p.get("seed"), p.get("completion_tokens")
+    return PassView(index, verdict, step, status, detail, rationale, text, grade, comment,
+                    seed if isinstance(seed, int) else None, toks if isinstance(toks, int) else None)
 
 
 def judgment_view(row: Any, traj: ProofTrajectory | None, line: int | None = None) -> JudgmentView:

@@ -65,7 +65,7 @@
     var nx = x === null || x === undefined || x === "", ny = y === null || y === undefined || y === "";
     if (nx || ny) return nx && ny ? a.n - b.n : (nx ? 1 : -1);  // empty values last either way
     var c = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y), undefined, { numeric: true });
-    if (c === 0) c = a.n - b.n;
+    if (c === 0) return a.n - b.n;  // ties keep the file order in both directions
     return state.dir === "desc" ? -c : c;
   }
 
