@@ -17,6 +17,7 @@ passes ``k..k+m-1`` is therefore ``n=m, seed=base+k``, whatever the wave shape.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import os
@@ -198,6 +199,21 @@ class OpenAIEngine:
     def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingConfig,
                  progress: bool = False) -> list[list[Completion]]:
         return run_sync(self.agenerate(requests, sampling, progress))
+
+    @contextlib.asynccontextmanager
+    async def session(self, sampling: SamplingConfig):
+        """One client and one concurrency bound for callers that submit requests one at a time.
+
+        ``async with engine.session(sampling) as submit: completions = await submit(request)``
+        (used by ``verifier.judging`` so that each trajectory's waves run as soon as the
+        previous wave returns, and each judgment is persisted as it completes).
+        """
+        sem = asyncio.Semaphore(self.cfg.max_concurrency)
+        async with self._client() as client:
+            async def submit(req: GenerationRequest) -> list[Completion]:
+                return await self._one(client, sem, req, sampling)
+
+            yield submit
 
 
 def run_sync(coro):

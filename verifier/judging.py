@@ -1,0 +1,482 @@
+"""Batch judging: n verification passes per proof, aggregated (section 4.4), with early stop, cache and resume.
+
+Public API (used by eval, data pipeline, other judges and training)::
+
+    from verifier.judging import JudgeConfig, judge_trajectories, judgment_to_row, row_to_judgment
+    judgments = judge_trajectories(trajs, engine, JudgeConfig(n=8, policy="pessimistic"))
+    rows = [judgment_to_row(j) for j in judgments]          # the eval.judge JSONL format
+
+* Pass ``k`` of trajectory ``t`` is sampled with seed ``pass_seed(t.id, k, run_seed)``; a request
+  for passes ``k..k+m-1`` is ONE request ``n=m, seed=base+k`` (vLLM gives sample ``i`` the seed
+  ``seed+i``), so the samples do not depend on how passes are grouped.
+* ``early_stop=True`` runs the passes in waves (default 1, 1, 2, 4) and stops a proof as soon as
+  ``aggregate.decided`` says the remaining passes cannot change the decision (pessimism: the first
+  rejecting pass). The decisions equal those of the full run; the executed passes are a prefix of
+  the full run's passes (``accept_fraction`` is over the executed passes: use ``early_stop=False``
+  when the fraction is a score, e.g. for AUC).
+* A prompt longer than the model context gives passes with status ``too_long`` (judgment status
+  ``too_long``; under pessimism it is not accepted). Never truncated, never a crash.
+* A pass whose request failed (server down after retries) makes the judgment ``request_failed``:
+  it is returned but ``complete`` is False; callers must not persist it, and a re-run redoes only
+  the missing passes (the others come from the cache).
+* ``PassCache`` (SQLite) keys each pass by (model + engine options, prompt hash, sampling params
+  and seed, pass index); it serves repeated calls and resumed runs, so no pass is generated twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Sequence
+
+from verifier.aggregate import Aggregate, AggregationPolicy, aggregate, decided
+from verifier.engine import Completion, Engine, GenerationRequest, SamplingConfig, base_seed, run_sync
+from verifier.parser import parse_verification
+from verifier.records import NO_STEP, ParseStatus, ProofTrajectory, Verdict, VerificationOutput
+from verifier.templates import as_messages, verification_prompt
+
+
+@dataclass
+class JudgeConfig:
+    """How each proof is judged (mirrored by ``judge:`` in ``configs/judge.yaml``)."""
+
+    n: int = 8  # passes per proof (section 4.4: 8)
+    policy: str = "pessimistic"  # pessimistic | k_of_n | majority
+    k: int | None = None  # k_of_n only (TCS-Bench: 3 of 4)
+    unparseable: str = "reject"  # reject | ignore (always counted)
+    early_stop: bool = False
+    waves: list[int] = field(default_factory=lambda: [1, 1, 2, 4])  # pass counts per wave
+    run_seed: int = 0
+    with_reference: bool = True
+    template: str = "verify"
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 1024
+    max_concurrency: int = 256  # trajectories in flight (requests are bounded by the engine)
+    model: str | None = None  # override the engine's model (e.g. a LoRA adapter name)
+
+    def aggregation(self) -> AggregationPolicy:
+        return AggregationPolicy(kind=self.policy, n=self.n, k=self.k, unparseable=self.unparseable)  # type: ignore[arg-type]
+
+    def sampling(self) -> SamplingConfig:
+        return SamplingConfig(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens)
+
+
+def wave_plan(n: int, waves: Sequence[int] | None) -> list[tuple[int, int]]:
+    """``(first pass, pass count)`` of each wave; the last wave size repeats until n passes.
+
+    >>> wave_plan(8, [1, 1, 2, 4])
+    [(0, 1), (1, 1), (2, 2), (4, 4)]
+    >>> wave_plan(8, None), wave_plan(3, [1, 1, 2, 4]), wave_plan(10, [2, 4])
+    ([(0, 8)], [(0, 1), (1, 1), (2, 1)], [(0, 2), (2, 4), (6, 4)])
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    sizes = list(waves or [n])
+    if any(int(s) < 1 for s in sizes):
+        raise ValueError(f"wave sizes must be >= 1, got {sizes}")
+    plan, start, i = [], 0, 0
+    while start < n:
+        m = min(int(sizes[min(i, len(sizes) - 1)]), n - start)
+        plan.append((start, m))
+        start, i = start + m, i + 1
+    return plan
+
+
+@dataclass
+class Judgment:
+    """The decision on one proof: aggregate fields and the per-pass outputs (``passes[i]`` is pass i)."""
+
+    id: str
+    aggregate: Aggregate
+    passes: list[VerificationOutput]
+    seeds: list[int] = field(default_factory=list)
+    completion_tokens: list[int] = field(default_factory=list)
+    status: str = "ok"  # ok | too_long | request_failed
+    early_stopped: bool = False  # fewer than n passes were run because the decision was fixed
+    policy: str = "pessimistic"
+    n: int = 8
+    model: str = ""
+    cached_passes: int = 0  # passes served by the cache (not generated in this call)
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.aggregate.verdict
+
+    @property
+    def first_error_step(self) -> int:
+        return self.aggregate.first_error_step
+
+    @property
+    def accept_fraction(self) -> float:
+        return self.aggregate.accept_fraction
+
+    @property
+    def complete(self) -> bool:
+        """False when a request failed: do not persist, re-run to finish."""
+        return self.status != "request_failed"
+
+    @property
+    def tokens(self) -> int:
+        return sum(self.completion_tokens)
+
+
+def judgment_to_row(j: Judgment) -> dict[str, Any]:
+    """The ``eval.judge`` output line: id, verdict, first_error_step, accept_fraction, passes[...]."""
+    a = j.aggregate
+    return {
+        "id": j.id,
+        "verdict": a.verdict.value,
+        "first_error_step": a.first_error_step,
+        "accept_fraction": a.accept_fraction,
+        "status": j.status,
+        "policy": j.policy,
+        "n": j.n,
+        "n_passes": a.n_passes,
+        "n_accept": a.n_accept,
+        "n_reject": a.n_reject,
+        "n_unparseable": a.n_unparseable,
+        "early_stopped": j.early_stopped,
+        "model": j.model,
+        "passes": [
+            {
+                "index": i,
+                "verdict": None if p.verdict is None else p.verdict.value,
+                "first_error_step": p.first_error_step,
+                "parse_status": p.status.value,
+                "text": p.raw_text,
+                "detail": p.detail,
+                "seed": j.seeds[i] if i < len(j.seeds) else None,
+                "completion_tokens": j.completion_tokens[i] if i < len(j.completion_tokens) else 0,
+            }
+            for i, p in enumerate(j.passes)
+        ],
+    }
+
+
+def row_to_judgment(row: dict[str, Any]) -> Judgment:
+    """Inverse of ``judgment_to_row`` (pass rationales are re-read from the text by the parser).
+
+    >>> from verifier.parser import format_verification as f
+    >>> p = parse_verification(f("invalid", 2, "step 2 is wrong"))
+    >>> j = Judgment("x", aggregate([p], AggregationPolicy(n=1)), [p], [7], [5], n=1)
+    >>> back = row_to_judgment(judgment_to_row(j))
+    >>> (back.verdict.value, back.first_error_step, back.passes[0].rationale, back.seeds)
+    ('invalid', 2, 'step 2 is wrong', [7])
+    """
+    passes, seeds, toks = [], [], []
+    for i, p in enumerate(sorted(row.get("passes", []), key=lambda p: p["index"])):
+        if p["index"] != i:
+            raise ValueError(f"record {row.get('id')!r}, field 'passes': pass indices are not 0..m-1")
+        status = ParseStatus(p["parse_status"])
+        text = p.get("text") or ""
+        if status is ParseStatus.OK:
+            out = parse_verification(text)
+            if out.status is not ParseStatus.OK:  # parsed with n_steps originally; keep the stored fields
+                out = VerificationOutput(status, Verdict.parse(p["verdict"], row.get("id"), "passes.verdict"),
+                                         int(p["first_error_step"]), "", text)
+        else:
+            out = VerificationOutput(status, None, NO_STEP, "", text, p.get("detail", ""))
+        passes.append(out)
+        seeds.append(p.get("seed"))
+        toks.append(int(p.get("completion_tokens") or 0))
+    agg = Aggregate(
+        verdict=Verdict.parse(row["verdict"], row.get("id")),
+        first_error_step=int(row["first_error_step"]),
+        accept_fraction=float(row["accept_fraction"]),
+        n_passes=int(row.get("n_passes", len(passes))),
+        n_accept=int(row.get("n_accept", sum(p.accepts for p in passes))),
+        n_reject=int(row.get("n_reject", 0)),
+        n_unparseable=int(row.get("n_unparseable", sum(not p.ok for p in passes))),
+    )
+    return Judgment(id=str(row["id"]), aggregate=agg, passes=passes, seeds=seeds, completion_tokens=toks,
+                    status=row.get("status", "ok"), early_stopped=bool(row.get("early_stopped", False)),
+                    policy=row.get("policy", "pessimistic"), n=int(row.get("n", len(passes))),
+                    model=row.get("model", ""))
+
+
+def synthetic_verdict_regex(accept_percent: int, max_step: int = 2) -> str:
+    """Guided-decoding regex for a synthetic verifier with a set accept rate (tests, benchmarks).
+
+    The model first writes a two-digit number; ``00``..``accept_percent-1`` lead to ``valid``,
+    the rest to ``invalid`` with a first error step in ``0..max_step``. With near-uniform
+    next-token probabilities (the tiny random model) the accept rate is about
+    ``accept_percent/100``; callers measure and report the realised rate.
+
+    >>> import re
+    >>> rx = synthetic_verdict_regex(90)
+    >>> bool(re.fullmatch(rx, "42 <final_answer>\\nverdict: valid\\nfirst_error_step: -1\\n</final_answer>"))
+    True
+    >>> bool(re.fullmatch(rx, "95 <final_answer>\\nverdict: valid\\nfirst_error_step: -1\\n</final_answer>"))
+    False
+    """
+    if not 0 <= accept_percent <= 100:
+        raise ValueError(f"accept_percent must be in 0..100, got {accept_percent}")
+    nums = [f"{i:02d}" for i in range(100)]
+    acc, rej = nums[:accept_percent], nums[accept_percent:]
+    valid = "<final_answer>\nverdict: valid\nfirst_error_step: -1\n</final_answer>"
+    invalid = f"<final_answer>\nverdict: invalid\nfirst_error_step: [0-{max_step}]\n</final_answer>"
+    alts = []
+    if acc:
+        alts.append(f"({'|'.join(acc)}) {valid}")
+    if rej:
+        alts.append(f"({'|'.join(rej)}) {invalid}")
+    return "|".join(f"({a})" for a in alts)
+
+
+# ----------------------------------------------------------------------------------------- cache
+
+
+class PassCache:
+    """SQLite cache of single passes, keyed by (model, prompt hash, sampling params + seed, pass index).
+
+    Only successful (``ok``) and ``too_long`` passes are stored; failed requests are retried.
+    Safe for several processes (SQLite locking) and for the judge's worker thread.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS passes (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        self._db.commit()
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(model: str, prompt_hash: str, sampling: SamplingConfig, seed: int, index: int) -> str:
+        s = json.dumps([model, prompt_hash, sampling.temperature, sampling.top_p, sampling.max_tokens,
+                        list(sampling.stop), seed, index])
+        return hashlib.sha256(s.encode()).hexdigest()
+
+    def get(self, key: str) -> Completion | None:
+        with self._lock:
+            row = self._db.execute("SELECT value FROM passes WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        d = json.loads(row[0])
+        return Completion(text=d["text"], finish_reason=d.get("finish_reason"), error=d.get("error"),
+                          status=d["status"], completion_tokens=d.get("completion_tokens", 0),
+                          prompt_tokens=d.get("prompt_tokens", 0))
+
+    def put_many(self, items: Sequence[tuple[str, Completion]]) -> None:
+        rows = [(k, json.dumps({"text": c.text, "finish_reason": c.finish_reason, "error": c.error,
+                                "status": c.status, "completion_tokens": c.completion_tokens,
+                                "prompt_tokens": c.prompt_tokens}))
+                for k, c in items if c.status in ("ok", "too_long")]
+        if not rows:
+            return
+        with self._lock:
+            self._db.executemany("INSERT OR REPLACE INTO passes (key, value) VALUES (?, ?)", rows)
+            self._db.commit()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT COUNT(*) FROM passes").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def engine_fingerprint(engine: Engine, model_override: str | None = None) -> str:
+    """Model name plus engine options that change samples (e.g. guided decoding in ``extra_body``)."""
+    model = model_override or getattr(engine, "model", "")
+    extra = getattr(getattr(engine, "cfg", None), "extra_body", None) or {}
+    return model + ("|" + json.dumps(extra, sort_keys=True, default=str) if extra else "")
+
+
+# ---------------------------------------------------------------------------------- submission
+
+
+Submit = Callable[[GenerationRequest], Awaitable[list[Completion]]]
+
+
+class _Batcher:
+    """Per-request submission on top of a batch-only engine (``agenerate``): requests that are
+    submitted while a batch runs form the next batch (e.g. the vLLM offline engine)."""
+
+    def __init__(self, engine: Engine, sampling: SamplingConfig):
+        self.engine, self.sampling = engine, sampling
+        self.queue: list[tuple[GenerationRequest, asyncio.Future]] = []
+        self.task: asyncio.Task | None = None
+
+    async def __call__(self, req: GenerationRequest) -> list[Completion]:
+        fut = asyncio.get_running_loop().create_future()
+        self.queue.append((req, fut))
+        if self.task is None or self.task.done():
+            self.task = asyncio.ensure_future(self._drain())
+        return await fut
+
+    async def _drain(self) -> None:
+        while self.queue:
+            size = -1
+            while size != len(self.queue):  # let every ready coroutine enqueue first
+                size = len(self.queue)
+                await asyncio.sleep(0)
+            batch, self.queue = self.queue, []
+            try:
+                results = await self.engine.agenerate([r for r, _ in batch], self.sampling)
+            except Exception as e:  # noqa: BLE001 - handed to every waiting caller
+                for _, f in batch:
+                    if not f.done():
+                        f.set_exception(e)
+                continue
+            for (_, f), res in zip(batch, results):
+                if not f.done():
+                    f.set_result(res)
+
+
+@contextlib.asynccontextmanager
+async def _submitter(engine: Engine, sampling: SamplingConfig):
+    if hasattr(engine, "session"):
+        async with engine.session(sampling) as submit:  # type: ignore[attr-defined]
+            yield submit
+    else:
+        yield _Batcher(engine, sampling)
+
+
+# ------------------------------------------------------------------------------------- judging
+
+
+def _to_output(c: Completion, n_steps: int) -> VerificationOutput:
+    if c.status == "too_long":
+        return VerificationOutput(ParseStatus.TOO_LONG, detail=c.error or "prompt longer than the model context")
+    if c.status != "ok":
+        return VerificationOutput(ParseStatus.REQUEST_FAILED, detail=c.error or c.status)
+    out = parse_verification(c.text, n_steps=n_steps)
+    if not out.ok and c.finish_reason == "length" and out.status in (ParseStatus.NO_ANSWER_BLOCK, ParseStatus.EMPTY):
+        return VerificationOutput(ParseStatus.TRUNCATED, raw_text=c.text, rationale=out.rationale,
+                                  detail=f"hit max_tokens before the answer block ({out.detail})")
+    return out
+
+
+def _runs(indices: list[int]) -> list[tuple[int, int]]:
+    """Contiguous runs ``(start, length)`` of sorted pass indices."""
+    runs: list[tuple[int, int]] = []
+    for i in indices:
+        if runs and runs[-1][0] + runs[-1][1] == i:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((i, 1))
+    return runs
+
+
+async def _judge_one(traj: ProofTrajectory, submit: Submit, cfg: JudgeConfig, policy: AggregationPolicy,
+                     sampling: SamplingConfig, fingerprint: str, cache: PassCache | None) -> Judgment:
+    prompt = verification_prompt(traj, with_reference=cfg.with_reference, template=cfg.template)
+    messages = as_messages(prompt)
+    phash = hashlib.sha256(prompt.encode()).hexdigest()
+    base = base_seed(traj.id, cfg.run_seed)
+    n_steps = len(traj.proof_steps)
+    plan = wave_plan(cfg.n, cfg.waves if cfg.early_stop else None)
+    outputs: list[VerificationOutput] = []
+    completions: list[Completion] = []
+    n_cached = 0
+    status = "ok"
+    for start, m in plan:
+        wave: dict[int, Completion] = {}
+        keys = {i: PassCache.key(fingerprint, phash, sampling, base + i, i) for i in range(start, start + m)}
+        if cache is not None:
+            for i, k in keys.items():
+                c = cache.get(k)
+                if c is not None:
+                    wave[i] = c
+                    n_cached += 1
+        missing = [i for i in range(start, start + m) if i not in wave]
+        for s, length in _runs(missing):
+            got = await submit(GenerationRequest(messages, n=length, seed=base + s, key=traj.id, model=cfg.model))
+            if len(got) != length:
+                got = [Completion(status="request_failed", error=f"expected {length} samples, got {len(got)}")] * length
+            for j, c in enumerate(got):
+                wave[s + j] = c
+            if cache is not None:
+                cache.put_many([(keys[s + j], c) for j, c in enumerate(got)])
+        for i in range(start, start + m):
+            completions.append(wave[i])
+            outputs.append(_to_output(wave[i], n_steps))
+        if any(c.status == "request_failed" for c in completions):
+            status = "request_failed"
+            break
+        if any(c.status == "too_long" for c in completions):
+            status = "too_long"
+            break  # the same prompt is too long for every pass
+        if len(outputs) < cfg.n and cfg.early_stop and decided(outputs, policy):
+            break
+    agg = aggregate(outputs, policy)
+    return Judgment(
+        id=traj.id, aggregate=agg, passes=outputs, seeds=[base + i for i in range(len(outputs))],
+        completion_tokens=[c.completion_tokens for c in completions], status=status,
+        early_stopped=status == "ok" and len(outputs) < cfg.n, policy=cfg.policy, n=cfg.n,
+        model=fingerprint.split("|")[0], cached_passes=n_cached,
+    )
+
+
+async def ajudge_trajectories(
+    trajs: Sequence[ProofTrajectory],
+    engine: Engine,
+    cfg: JudgeConfig = JudgeConfig(),
+    cache: PassCache | None = None,
+    on_judgment: Callable[[Judgment], None] | None = None,
+    progress: bool = False,
+) -> list[Judgment]:
+    """Judge every trajectory (async); ``on_judgment`` is called as each judgment completes."""
+    policy = cfg.aggregation()
+    sampling = cfg.sampling()
+    fingerprint = engine_fingerprint(engine, cfg.model)
+    ids = [t.id for t in trajs]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise ValueError(f"record {dup!r}, field 'id': duplicate id (seeds and resume are keyed by id)")
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(trajs), desc=f"judge n={cfg.n} {cfg.policy}", unit="proof")
+    gate = asyncio.Semaphore(max(1, cfg.max_concurrency))
+    counts: dict[str, int] = {}
+    async with _submitter(engine, sampling) as submit:
+
+        async def one(t: ProofTrajectory) -> Judgment:
+            async with gate:
+                j = await _judge_one(t, submit, cfg, policy, sampling, fingerprint, cache)
+            if on_judgment is not None:
+                on_judgment(j)
+            counts[j.status] = counts.get(j.status, 0) + 1
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(counts, refresh=False)
+            return j
+
+        try:
+            return list(await asyncio.gather(*(one(t) for t in trajs)))
+        finally:
+            if bar is not None:
+                bar.close()
+
+
+def judge_trajectories(
+    trajs: Sequence[ProofTrajectory],
+    engine: Engine,
+    cfg: JudgeConfig = JudgeConfig(),
+    cache: PassCache | None = None,
+    on_judgment: Callable[[Judgment], None] | None = None,
+    progress: bool = False,
+) -> list[Judgment]:
+    """Judge every trajectory with ``cfg.n`` passes under ``cfg.policy``; results in input order.
+
+    Works with any ``Engine`` (``OpenAIEngine``: one shared client, each trajectory's next wave
+    starts when its previous wave returns; batch engines such as ``VLLMOfflineEngine``: the
+    requests ready at the same time form one batch). Check ``Judgment.complete`` before persisting.
+    """
+    return run_sync(ajudge_trajectories(trajs, engine, cfg, cache, on_judgment, progress))
