@@ -1,11 +1,16 @@
 """GRPO dataset rows (section 4.3): a conversational verification prompt plus the
 annotation columns the reward needs. TRL passes every extra column to reward
 functions as a keyword list, so rows carry the whole trajectory as JSON too.
+
+``python -m data_pipeline.grpo_dataset variant=base|extra_ann|pos_aug base=PATH [extra=PATH]
+[augmented=PATH] [held_out=PATH] out=DIR`` builds the Table 3 data ablation variants (section 5.4):
+base annotations, + extra (uncertainty-selected) annotations, + repair-augmented positives.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 from verifier.records import ProofTrajectory
@@ -52,3 +57,126 @@ def build_grpo_dataset(trajs: Iterable[ProofTrajectory], with_reference: bool = 
     from datasets import Dataset
 
     return Dataset.from_list([grpo_row(t, with_reference) for t in trajs])
+
+
+# --------------------------------------------------------------------------------------------
+# Ablation data variants (Table 3: base annotations, + extra annotation, + positive augmentation)
+
+VARIANTS = {
+    "base": ("base",),
+    "extra_ann": ("base", "extra"),
+    "pos_aug": ("base", "extra", "augmented"),
+}
+
+
+@dataclass
+class GrpoDataConfig:
+    """Options of ``python -m data_pipeline.grpo_dataset`` (mirrored by ``configs/grpo_data.yaml``).
+
+    ``variant`` picks the sources: ``base`` (the base annotations), ``extra_ann`` (+ the extra,
+    uncertainty-selected annotations, section 4.1), ``pos_aug`` (+ the accepted repairs, section 4.2).
+    Each source is an ingested folder, a parquet file or a trajectory JSONL.
+    """
+
+    variant: str = "base"
+    base: str | None = None
+    extra: str | None = None
+    augmented: str | None = None  # positives.jsonl written by data_pipeline.augment
+    held_out: str | None = None  # held-out trajectories: no problem of them may be in the training rows
+    out: str | None = None
+    with_reference: bool = False
+    unusable: str = "skip"  # unannotated / report_error_case records: skip (counted) | error
+    shuffle: bool = True
+    seed: int = 0
+
+
+def variant_trajectories(cfg: GrpoDataConfig) -> tuple[list[ProofTrajectory], dict[str, Any]]:
+    """The training trajectories of ``cfg.variant`` and counts by origin, polarity and skip reason.
+
+    Raises ValueError naming the record and field on a duplicate id across sources, on a training
+    problem that is also held out (a repair inherits its parent's problem id), or on an unusable
+    record when ``unusable=error``.
+    """
+    import random
+    from collections import Counter
+
+    from data_pipeline.ingest import load_ingested
+
+    if cfg.variant not in VARIANTS:
+        raise ValueError(f"grpo_data config, field 'variant': use one of {list(VARIANTS)}, got {cfg.variant!r}")
+    if cfg.unusable not in ("skip", "error"):
+        raise ValueError(f"grpo_data config, field 'unusable': use skip or error, got {cfg.unusable!r}")
+    held_problems: dict[str, str] = {}
+    if cfg.held_out:
+        held_problems = {t.problem_id: t.id for t in load_ingested(cfg.held_out)}
+    out: list[ProofTrajectory] = []
+    seen: dict[str, str] = {}
+    counts: dict[str, Any] = {"variant": cfg.variant, "by_origin": {}, "skipped": {}}
+    for origin in VARIANTS[cfg.variant]:
+        path = getattr(cfg, origin)
+        if not path:
+            raise ValueError(f"grpo_data config, field {origin!r}: variant {cfg.variant!r} needs this source")
+        kept = 0
+        for t in load_ingested(path):
+            reason = None
+            if t.annotation is None:
+                reason = "unannotated"
+            elif t.annotation.report_error_case:
+                reason = "report_error_case"
+            if reason:
+                if cfg.unusable == "error":
+                    raise ValueError(f"record {t.id!r}, field 'annotation': {reason} ({origin} source {path})")
+                counts["skipped"][f"{origin}:{reason}"] = counts["skipped"].get(f"{origin}:{reason}", 0) + 1
+                continue
+            if t.id in seen:
+                raise ValueError(f"record {t.id!r}, field 'id': duplicate id in sources {seen[t.id]!r} and {origin!r}")
+            if t.problem_id in held_problems:
+                raise ValueError(f"record {t.id!r}, field 'problem_id': problem {t.problem_id!r} is in the held-out "
+                                 f"set (record {held_problems[t.problem_id]!r}); the training rows would leak it")
+            seen[t.id] = origin
+            out.append(t)
+            kept += 1
+        counts["by_origin"][origin] = kept
+    if cfg.shuffle:
+        random.Random(cfg.seed).shuffle(out)
+    counts["rows"] = len(out)
+    counts["polarity"] = dict(Counter(t.annotation.polarity.value for t in out))
+    counts["problems"] = len({t.problem_id for t in out})
+    return out, counts
+
+
+def write_variant(cfg: GrpoDataConfig) -> dict[str, Any]:
+    """Write ``trajectories.jsonl`` (the trainer's ``data.train_path``), the GRPO rows as a
+    ``datasets`` dataset (``dataset/`` + ``data.parquet``) and ``summary.json`` under ``cfg.out``."""
+    from pathlib import Path
+
+    from verifier.io import write_jsonl
+
+    if not cfg.out:
+        raise ValueError("grpo_data config, field 'out': an output folder is required (out=DIR)")
+    trajs, counts = variant_trajectories(cfg)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_jsonl(out / "trajectories.jsonl", trajs)
+    ds = build_grpo_dataset(trajs, with_reference=cfg.with_reference)
+    ds.save_to_disk(str(out / "dataset"))
+    ds.to_parquet(str(out / "data.parquet"))
+    (out / "summary.json").write_text(json.dumps(counts, indent=1) + "\n", encoding="utf-8")
+    return counts
+
+
+def main() -> None:
+    """Hydra app: ``python -m data_pipeline.grpo_dataset variant=pos_aug base=... extra=... augmented=... out=DIR``."""
+    from verifier.config import hydra_main
+
+    @hydra_main("grpo_data", GrpoDataConfig)
+    def _run(cfg: GrpoDataConfig) -> None:
+        c = write_variant(cfg)
+        print(f"GRPO data variant {c['variant']}: {c['rows']} rows ({c['by_origin']}, polarity {c['polarity']}, "
+              f"skipped {c['skipped'] or 0}) written to {cfg.out}")
+
+    _run()
+
+
+if __name__ == "__main__":
+    main()
