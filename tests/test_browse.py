@@ -265,6 +265,7 @@ def page(browser):
 
 
 def _open_index(page, index: Path, hash_: str = ""):
+    page.goto("about:blank")  # a real load each time, not a same-document fragment change
     page.goto(index.resolve().as_uri() + hash_)
     page.wait_for_selector("body[data-ready='1']")
 
@@ -310,7 +311,7 @@ def test_index_filter_sort_paginate_and_trajectory_page(page, site, data):
     # a filter from the URL, then open a trajectory page from the table
     _open_index(page, site, "#f=false_accept")
     page.click("#rows a")
-    page.wait_for_selector("body.trajectory")
+    page.wait_for_selector("body.trajectory[data-math]")  # after trajectory.js ran
     assert page.inner_text("#traj-id") == "t-fa"
     assert page.inner_text("#gold").startswith("invalid, first fatal error at step 1; recoverable errors at step 0")
     assert page.inner_text("#verdict") == "valid"
@@ -352,7 +353,7 @@ def test_untrusted_text_runs_nothing_in_the_browser(page, site):
     assert page.evaluate(pwned) == [None] * 7
     page.screenshot(path=str(ARTIFACTS / "index-xss.png"))
     page.click("#rows a")
-    page.wait_for_selector("body.trajectory")
+    page.wait_for_selector("body.trajectory[data-math]")  # after trajectory.js ran
     assert page.inner_text("#traj-id") == "t-xss<i>/1"
     assert page.evaluate(pwned) == [None] * 7
     step0 = page.inner_text("#step-0 .step-text")
@@ -415,7 +416,7 @@ def test_real_sets_processbench_and_opc(page, shared_data, tmp_path):
     target = next(t for t in pb if t.split == "olympiadbench" and t.annotation.first_fatal_error_step >= 2)
     _open_index(page, idx, f"#split=olympiadbench&q={target.id}")
     page.click(f"#rows tr[data-id='{target.id}'] a")
-    page.wait_for_selector("body.trajectory")
+    page.wait_for_selector("body.trajectory[data-math]")  # after trajectory.js ran
     fatal = target.annotation.first_fatal_error_step
     assert page.eval_on_selector_all(".step.fatal", "e => e.map(x => x.dataset.step)") == [str(fatal)]
     assert page.locator(".step").count() == len(target.proof_steps)
@@ -431,7 +432,7 @@ def test_real_sets_processbench_and_opc(page, shared_data, tmp_path):
     assert "rows 401–434 of 434 (page 3 of 3)" in page.inner_text("#pager-top")
     first = _shown_ids(page)[0]
     page.click("#rows a")
-    page.wait_for_selector("body.trajectory")
+    page.wait_for_selector("body.trajectory[data-math]")  # after trajectory.js ran
     assert page.inner_text("#traj-id") == first
     assert "fatal step not located" in page.inner_text("#gold") or page.inner_text("#gold").startswith("valid")
     assert page.locator(".katex").count() > 0
