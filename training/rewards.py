@@ -1,0 +1,364 @@
+"""GRPO reward functions on TRL's reward-function contract (section 4.3).
+
+TRL calls ``reward(prompts=..., completions=..., completion_ids=..., **columns)``
+once per step with the ``B x G`` completions of the step; every extra dataset
+column (``gold_verdict``, ``first_fatal_error_step``, ``trajectory``, ...; see
+``data_pipeline.grpo_dataset.GRPO_COLUMNS``) arrives as a keyword list, plus
+``log_metric`` / ``log_extra`` callbacks. A reward returns one float per
+completion, or ``None`` where it has no opinion (TRL turns it into NaN and leaves
+it out of the group mean).
+
+Components (composable with ``GRPOConfig.reward_weights``):
+
+* ``format`` (:func:`format_reward`): 1 when the output parses, else 0.
+* ``rough`` (:func:`rough_reward`): Rough-RL, 1 when the parsed verdict matches the
+  gold polarity, else 0 (an unparseable output is gated to 0).
+* ``meta`` (:class:`MetaReward`): Meta-Ver-RL, the meta-verifier's four-level grade
+  (1 / 0.5 / 0.25 / 0) of the output against the expert annotation, from the LLM
+  meta-verifier on its own OpenAI-compatible endpoint (async: all ``B x G`` calls
+  of a step in flight at once) or the rule-based one. Unparseable outputs are
+  gated to 0 without a judge call. A judge call that still fails after the
+  engine's retries gives ``None`` and is counted; when more than
+  ``max_failed_fraction`` of a step fails, :class:`JudgeFailureError` stops training.
+  Never a silent zero.
+
+All parsing goes through :func:`verifier.parser.parse_verification`, the parser
+the evaluator uses, so training and evaluation read outputs identically.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from verifier.engine import EndpointConfig, OpenAIEngine, SamplingConfig
+from verifier.meta_verifier import LLMMetaVerifier, RuleMetaVerifier
+from verifier.parser import parse_verification
+from verifier.records import (
+    NO_STEP,
+    Annotation,
+    MetaGrade,
+    MetaVerification,
+    ProofTrajectory,
+    Verdict,
+    VerificationOutput,
+)
+
+log = logging.getLogger(__name__)
+
+GRADE_NAMES = tuple(g.value for g in MetaGrade)
+
+
+class JudgeFailureError(RuntimeError):
+    """Too many meta-verifier calls of one GRPO step failed after retries."""
+
+
+@dataclass
+class RewardConfig:
+    """Which reward components a run uses, their weights and the meta-verifier (section 4.3).
+
+    ``components`` maps a component name (``format``, ``rough``, ``meta``) to its
+    weight in ``GRPOConfig.reward_weights``; a weight of 0 keeps the component as a
+    logged metric without using it in the advantage.
+    """
+
+    components: dict[str, float] = field(default_factory=lambda: {"meta": 1.0})
+    meta_judge: str = "rule"  # rule | llm
+    endpoint: EndpointConfig = field(default_factory=lambda: EndpointConfig(max_concurrency=64, timeout_s=120.0,
+                                                                            max_retries=3, backoff_s=1.0))
+    judge_max_tokens: int = 512
+    judge_temperature: float = 0.0
+    max_failed_fraction: float = 0.25
+    format_gate: bool = True  # unparseable outputs score 0 without a judge call (false: the judge grades them)
+    near: int = 1  # rule-based meta-verifier: first-error step within `near` steps is a BASIC_MATCH
+    log_rationale_chars: int = 400
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+
+def completion_text(completion: Any) -> str:
+    """The text of one TRL completion (conversational ``[{"role", "content"}]`` or plain string).
+
+    >>> completion_text([{"role": "assistant", "content": "hi"}]), completion_text("plain")
+    ('hi', 'plain')
+    """
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list):
+        return "".join(m.get("content") or "" for m in completion if isinstance(m, dict))
+    if isinstance(completion, dict):
+        return completion.get("content") or ""
+    raise TypeError(f"unsupported completion type {type(completion).__name__}")
+
+
+def parse_completions(completions: Sequence[Any], n_steps: Sequence[int] | None = None) -> list[VerificationOutput]:
+    """Parse every completion with the one parser (``n_steps`` bounds the first error step)."""
+    steps = list(n_steps) if n_steps is not None else [None] * len(completions)
+    return [parse_verification(completion_text(c), n) for c, n in zip(completions, steps, strict=True)]
+
+
+def _trajectories(kwargs: dict[str, Any], n: int) -> list[ProofTrajectory]:
+    """Rebuild the annotated trajectories of a step from the dataset columns."""
+    if "trajectory" in kwargs and kwargs["trajectory"] is not None:
+        return [ProofTrajectory.from_dict(json.loads(t) if isinstance(t, str) else t) for t in kwargs["trajectory"]]
+    try:  # minimal columns: enough for the rule-based grade
+        ids = kwargs.get("id") or [f"row{i}" for i in range(n)]
+        out = []
+        for i in range(n):
+            fatal = int(kwargs["first_fatal_error_step"][i])
+            ann = Annotation(first_fatal_error_step=fatal,
+                             recoverable_error_steps=tuple(kwargs.get("recoverable_error_steps", [()] * n)[i] or ()),
+                             fatal_step_unknown=bool(kwargs.get("fatal_step_unknown", [False] * n)[i]),
+                             reviewer_comment=(kwargs.get("reviewer_comment") or [""] * n)[i] or "")
+            steps = int(kwargs.get("n_steps", [max(fatal + 1, 1)] * n)[i])
+            out.append(ProofTrajectory(str(ids[i]), str(ids[i]), "", tuple("" for _ in range(steps)), annotation=ann))
+        return out
+    except KeyError as e:
+        raise KeyError(f"reward needs the dataset column {e.args[0]!r} (see data_pipeline.grpo_dataset.GRPO_COLUMNS)"
+                       ) from None
+
+
+def _gold(kwargs: dict[str, Any], n: int) -> list[Verdict]:
+    if "gold_verdict" not in kwargs:
+        raise KeyError("reward needs the dataset column 'gold_verdict' (see data_pipeline.grpo_dataset.GRPO_COLUMNS)")
+    ids = kwargs.get("id") or [None] * n
+    return [Verdict.parse(v, ids[i], "gold_verdict") for i, v in enumerate(kwargs["gold_verdict"])]
+
+
+def batch_rates(outputs: Sequence[VerificationOutput], gold: Sequence[Verdict]) -> dict[str, float]:
+    """Batch TPR (valid proofs accepted), TNR (invalid proofs rejected) and parse-failure rate.
+
+    An unparseable output neither accepts nor rejects, so it counts against both rates.
+
+    >>> ok = parse_verification("<final_answer>verdict: valid\\nfirst_error_step: -1</final_answer>")
+    >>> bad = parse_verification("no block")
+    >>> batch_rates([ok, bad, bad], [Verdict.VALID, Verdict.VALID, Verdict.INVALID])
+    {'tpr': 0.5, 'tnr': 0.0, 'parse_failure_rate': 0.6666666666666666}
+    """
+    pos = [o for o, g in zip(outputs, gold) if g is Verdict.VALID]
+    neg = [o for o, g in zip(outputs, gold) if g is Verdict.INVALID]
+    out: dict[str, float] = {}
+    if pos:
+        out["tpr"] = sum(o.ok and o.verdict is Verdict.VALID for o in pos) / len(pos)
+    if neg:
+        out["tnr"] = sum(o.ok and o.verdict is Verdict.INVALID for o in neg) / len(neg)
+    out["parse_failure_rate"] = sum(not o.ok for o in outputs) / max(1, len(outputs))
+    return out
+
+
+def _log(kwargs: dict[str, Any], name: str, value: float) -> None:
+    cb = kwargs.get("log_metric")
+    if cb is not None:
+        cb(name, float(value))
+
+
+def _log_extra(kwargs: dict[str, Any], column: str, values: list) -> None:
+    cb = kwargs.get("log_extra")
+    if cb is not None:
+        cb(column, values)
+
+
+# ---------------------------------------------------------------------------------------------- rewards
+
+
+def format_reward(completions: list, **kwargs) -> list[float]:
+    """Format gate as a reward: 1.0 when the output parses (one answer block, consistent fields), else 0.0.
+
+    >>> good = [{"role": "assistant", "content": "ok\\n<final_answer>\\nverdict: invalid\\nfirst_error_step: 1\\n</final_answer>"}]
+    >>> format_reward([good, [{"role": "assistant", "content": "verdict: valid"}]], n_steps=[3, 3])
+    [1.0, 0.0]
+    """
+    outputs = parse_completions(completions, kwargs.get("n_steps"))
+    return [1.0 if o.ok else 0.0 for o in outputs]
+
+
+def rough_reward(completions: list, **kwargs) -> list[float]:
+    """Rough-RL reward: 1.0 if the parsed verdict equals the gold polarity, else 0.0 (unparseable: 0).
+
+    Also logs the batch TPR, TNR and parse-failure rate under ``rough/``.
+
+    >>> v = [{"role": "assistant", "content": "<final_answer>\\nverdict: valid\\nfirst_error_step: -1\\n</final_answer>"}]
+    >>> rough_reward([v, v, [{"role": "assistant", "content": "??"}]], gold_verdict=["valid", "invalid", "valid"])
+    [1.0, 0.0, 0.0]
+    """
+    outputs = parse_completions(completions, kwargs.get("n_steps"))
+    gold = _gold(kwargs, len(outputs))
+    for k, v in batch_rates(outputs, gold).items():
+        _log(kwargs, f"rough/{k}", v)
+    return [1.0 if o.ok and o.verdict is g else 0.0 for o, g in zip(outputs, gold)]
+
+
+@dataclass
+class StepStats:
+    """What one meta-reward step did, kept for logs, tests and the benchmark."""
+
+    n: int = 0
+    n_unparseable: int = 0
+    n_judged: int = 0
+    n_failed: int = 0
+    latency_s: float = 0.0
+    grades: Counter = field(default_factory=Counter)
+    rewards: list = field(default_factory=list)
+
+
+class MetaReward:
+    """Meta-Ver-RL reward: the meta-verifier's grade of each output (1 / 0.5 / 0.25 / 0), async.
+
+    ``judge="rule"`` uses :class:`verifier.meta_verifier.RuleMetaVerifier`; ``judge="llm"`` uses
+    :class:`verifier.meta_verifier.LLMMetaVerifier` on ``endpoint`` with every judge call of the
+    step in flight at once (bounded by ``endpoint.max_concurrency``; timeouts and retries in the
+    engine). Unparseable outputs score 0 without a judge call (format gate). A failed judge call
+    scores ``None`` and is counted; more than ``max_failed_fraction`` failures in one step raise
+    :class:`JudgeFailureError`.
+
+    >>> import asyncio
+    >>> r = MetaReward(judge="rule")
+    >>> exact = [{"role": "assistant", "content": "Step 1 is wrong.\\n<final_answer>\\nverdict: invalid\\nfirst_error_step: 1\\n</final_answer>"}]
+    >>> near = [{"role": "assistant", "content": "<final_answer>\\nverdict: invalid\\nfirst_error_step: 2\\n</final_answer>"}]
+    >>> asyncio.run(r(completions=[exact, near, [{"role": "assistant", "content": "?"}]],
+    ...               gold_verdict=["invalid"] * 3, first_fatal_error_step=[1] * 3, n_steps=[4] * 3))
+    [1.0, 0.5, 0.0]
+    >>> r.last.n_unparseable, dict(r.last.grades)
+    (1, {'EXACT_MATCH': 1, 'BASIC_MATCH': 1})
+    """
+
+    def __init__(self, judge: str = "rule", endpoint: EndpointConfig | None = None, *,
+                 max_failed_fraction: float = 0.25, judge_max_tokens: int = 512, judge_temperature: float = 0.0,
+                 near: int = 1, log_rationale_chars: int = 400, verifier: Any = None, name: str = "meta",
+                 format_gate: bool = True):
+        self.__name__ = name  # TRL names the reward component (rewards/<name>/mean) after this
+        self.judge = judge
+        self.format_gate = format_gate
+        self.max_failed_fraction = max_failed_fraction
+        self.log_rationale_chars = log_rationale_chars
+        if verifier is not None:
+            self.verifier = verifier
+        elif judge == "rule":
+            self.verifier = RuleMetaVerifier(near=near)
+        elif judge == "llm":
+            if endpoint is None:
+                raise ValueError("the LLM meta reward needs an endpoint (reward.endpoint.base_url, model, api_key)")
+            self.verifier = LLMMetaVerifier(OpenAIEngine(endpoint),
+                                            SamplingConfig(temperature=judge_temperature, max_tokens=judge_max_tokens))
+        else:
+            raise ValueError(f"unknown meta judge {judge!r} (expected rule or llm)")
+        self.last = StepStats()
+        self.total = StepStats()
+        self.history: list[StepStats] = []
+
+    @classmethod
+    def from_config(cls, cfg: RewardConfig) -> "MetaReward":
+        return cls(cfg.meta_judge, cfg.endpoint, max_failed_fraction=cfg.max_failed_fraction,
+                   judge_max_tokens=cfg.judge_max_tokens, judge_temperature=cfg.judge_temperature, near=cfg.near,
+                   log_rationale_chars=cfg.log_rationale_chars, format_gate=cfg.format_gate)
+
+    async def grade(self, trajs: Sequence[ProofTrajectory], outputs: Sequence[VerificationOutput]
+                    ) -> tuple[list[MetaVerification | None], float]:
+        """Grade the outputs (all in flight at once); None where the format gate skipped the judge."""
+        idx = [i for i, o in enumerate(outputs) if o.ok or not self.format_gate]
+        t0 = time.monotonic()
+        graded = await self.verifier.agrade_batch([(trajs[i], outputs[i]) for i in idx]) if idx else []
+        dt = time.monotonic() - t0
+        out: list[MetaVerification | None] = [None] * len(outputs)
+        for i, g in zip(idx, graded, strict=True):
+            out[i] = g
+        return out, dt
+
+    async def __call__(self, completions: list, **kwargs) -> list[float | None]:
+        outputs = parse_completions(completions, kwargs.get("n_steps"))
+        trajs = _trajectories(kwargs, len(outputs))
+        gold = [t.annotation.polarity for t in trajs]  # type: ignore[union-attr]
+        metas, latency = await self.grade(trajs, outputs)
+        st = StepStats(n=len(outputs), latency_s=latency)
+        rewards: list[float | None] = []
+        rationales: list[str] = []
+        grades: list[str] = []
+        for o, m in zip(outputs, metas):
+            if not o.ok:
+                st.n_unparseable += 1
+            if not o.ok and self.format_gate:
+                rewards.append(0.0)
+                grades.append("UNPARSEABLE")
+                rationales.append(f"format gate: {o.status.value} ({o.detail})")
+                continue
+            st.n_judged += 1
+            if m is None or m.grade is None:
+                st.n_failed += 1
+                rewards.append(None)
+                grades.append("JUDGE_FAILED")
+                rationales.append(f"judge failed: {getattr(m, 'status', None) and m.status.value} "
+                                  f"{getattr(m, 'detail', '')}".strip())
+                continue
+            st.grades[m.grade.value] += 1
+            rewards.append(m.grade.reward)
+            grades.append(m.grade.value)
+            rationales.append((m.rationale or "")[: self.log_rationale_chars])
+        st.rewards = rewards
+        self.last = st
+        self.history.append(st)
+        self._accumulate(st)
+        self._log_step(st, outputs, gold, kwargs)
+        _log_extra(kwargs, "meta_grade", grades)
+        _log_extra(kwargs, "meta_rationale", rationales)
+        if st.n_judged and st.n_failed / st.n_judged > self.max_failed_fraction:
+            raise JudgeFailureError(
+                f"{st.n_failed} of {st.n_judged} meta-verifier calls failed in this step "
+                f"(max_failed_fraction={self.max_failed_fraction}); first error: "
+                f"{next((r for r in rationales if r.startswith('judge failed')), '')!r}. "
+                f"Check the meta-verifier endpoint (reward.endpoint.base_url) or raise reward.max_failed_fraction.")
+        return rewards
+
+    def _accumulate(self, st: StepStats) -> None:
+        t = self.total
+        t.n += st.n
+        t.n_unparseable += st.n_unparseable
+        t.n_judged += st.n_judged
+        t.n_failed += st.n_failed
+        t.latency_s += st.latency_s
+        t.grades.update(st.grades)
+
+    def _log_step(self, st: StepStats, outputs, gold, kwargs) -> None:
+        vals = [r for r in st.rewards if r is not None]
+        if vals:
+            _log(kwargs, "meta/mean_reward", sum(vals) / len(vals))
+        _log(kwargs, "meta/judge_latency_s", st.latency_s)
+        _log(kwargs, "meta/judge_failures", st.n_failed)
+        _log(kwargs, "meta/judge_failure_rate", st.n_failed / max(1, st.n_judged))
+        for g in GRADE_NAMES:
+            _log(kwargs, f"meta/grade_frac/{g}", st.grades.get(g, 0) / max(1, st.n))
+        _log(kwargs, "meta/grade_frac/UNPARSEABLE", st.n_unparseable / max(1, st.n))
+        for k, v in batch_rates(outputs, gold).items():
+            _log(kwargs, f"meta/batch_{k}", v)
+
+
+def build_reward_funcs(cfg: RewardConfig) -> tuple[list[Callable], list[float]]:
+    """The TRL ``reward_funcs`` and ``reward_weights`` for a run's reward config.
+
+    >>> fns, w = build_reward_funcs(RewardConfig(components={"format": 0.1, "meta": 1.0}))
+    >>> [getattr(f, "__name__") for f in fns], w
+    (['format_reward', 'meta'], [0.1, 1.0])
+    """
+    if not cfg.components:
+        raise ValueError("reward.components is empty: name at least one of format, rough, meta")
+    funcs: list[Callable] = []
+    weights: list[float] = []
+    for name, weight in cfg.components.items():
+        if name == "format":
+            funcs.append(format_reward)
+        elif name == "rough":
+            funcs.append(rough_reward)
+        elif name == "meta":
+            funcs.append(MetaReward.from_config(cfg))
+        else:
+            raise ValueError(f"unknown reward component {name!r} (expected format, rough or meta)")
+        weights.append(float(weight))
+    return funcs, weights
+
+
+__all__ = ["RewardConfig", "JudgeFailureError", "MetaReward", "format_reward", "rough_reward", "batch_rates",
+           "build_reward_funcs", "completion_text", "parse_completions", "NO_STEP"]

@@ -1,0 +1,156 @@
+"""SFT warm start on gold verification texts before GRPO (TRL ``SFTTrainer``).
+
+``python training/sft.py output_dir=DIR [data.n_train=2000] [max_steps=300] [style=short]``
+
+Rows are conversational prompt-completion pairs: the verification prompt of section 4.3
+(``verifier/prompts/verify.j2``) and a gold verification whose answer block the one parser
+reads (``data_pipeline.synthetic.gold_verification`` for the synthetic task; for expert-annotated
+data, ``verifier.parser.format_verification`` over the reviewer comment). The loss is on the
+completion only. The result (``DIR/final``) is the ``init_from`` of a GRPO run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from training.grpo import DataConfig, ModelConfig, WandbSettings  # noqa: E402
+
+log = logging.getLogger("training.sft")
+
+
+@dataclass
+class SFTRunConfig:
+    """SFT warm start (``configs/sft.yaml``)."""
+
+    output_dir: str = "runs/sft"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    style: str = "short"  # gold texts: minimal (one sentence) | short (reviewer comment) | stepwise (synthetic)
+    max_steps: int = 200
+    num_train_epochs: float = 1.0
+    per_device_train_batch_size: int = 16
+    gradient_accumulation_steps: int = 1
+    learning_rate: float = 1e-3
+    lr_scheduler_type: str = "cosine"
+    warmup_steps: int = 10
+    weight_decay: float = 0.0
+    max_length: int | None = 1024
+    logging_steps: int = 10
+    save_steps: int = 0  # 0: only the final model
+    seed: int = 0
+    bf16: bool = False
+    wandb: WandbSettings = field(default_factory=lambda: WandbSettings(enabled=False))
+    extra: dict[str, Any] = field(default_factory=dict)  # any other trl.SFTConfig field
+
+
+def gold_text(traj, style: str = "short") -> str:
+    """The gold verification text of a trajectory.
+
+    ``minimal``: one sentence naming the fatal step (any annotated record); ``short`` / ``stepwise``:
+    the synthetic task's canonical rationale (``gold_verification``), or the reviewer comment.
+
+    >>> from verifier.records import Annotation, ProofTrajectory
+    >>> print(gold_text(ProofTrajectory("t", "p", "P", ("a", "b"), annotation=Annotation(first_fatal_error_step=1)), "minimal"))
+    Step 1 is wrong.
+    <BLANKLINE>
+    <final_answer>
+    verdict: invalid
+    first_error_step: 1
+    </final_answer>
+    """
+    from verifier.parser import format_verification
+
+    if style == "minimal":
+        ann = traj.annotation
+        if ann is None:
+            raise ValueError(f"record {traj.id!r}, field 'annotation': SFT targets need an expert annotation")
+        why = "All steps are correct." if ann.is_valid else (
+            "A step is wrong." if ann.fatal_step_unknown else f"Step {ann.first_fatal_error_step} is wrong.")
+        return format_verification(ann.polarity, ann.first_fatal_error_step, why)
+    if (traj.meta or {}).get("synthetic") is not None:
+        from data_pipeline.synthetic import gold_verification
+
+        return gold_verification(traj, style)
+    ann = traj.annotation
+    if ann is None:
+        raise ValueError(f"record {traj.id!r}, field 'annotation': SFT targets need an expert annotation")
+    rationale = ann.reviewer_comment or ("All steps are correct." if ann.is_valid else
+                                         f"Step {ann.first_fatal_error_step} contains a fatal error.")
+    return format_verification(ann.polarity, ann.first_fatal_error_step, rationale)
+
+
+def sft_dataset(trajs: Sequence, style: str = "short", with_reference: bool = False, template: str = "verify"):
+    """A ``datasets.Dataset`` of conversational prompt-completion rows."""
+    from datasets import Dataset
+
+    from verifier.templates import as_messages, verification_prompt
+
+    return Dataset.from_list([{
+        "prompt": as_messages(verification_prompt(t, with_reference=with_reference, template=template)),
+        "completion": [{"role": "assistant", "content": gold_text(t, style)}],
+    } for t in trajs])
+
+
+def sft_train(cfg: SFTRunConfig, trajs: Sequence, model_path: str | None = None) -> Path:
+    """Fine-tune on the gold verifications of ``trajs``; returns ``output_dir/final``."""
+    from trl import SFTConfig, SFTTrainer
+
+    from training.grpo import load_model
+
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model, tokenizer, peft_config = load_model(cfg.model, model_path)
+    ds = sft_dataset(trajs, cfg.style, cfg.data.with_reference, cfg.data.prompt_template)
+    args = SFTConfig(
+        output_dir=str(out), max_steps=cfg.max_steps, num_train_epochs=cfg.num_train_epochs,
+        per_device_train_batch_size=cfg.per_device_train_batch_size,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps, learning_rate=cfg.learning_rate,
+        lr_scheduler_type=cfg.lr_scheduler_type, warmup_steps=cfg.warmup_steps, weight_decay=cfg.weight_decay,
+        max_length=cfg.max_length, logging_steps=cfg.logging_steps,
+        save_strategy="steps" if cfg.save_steps else "no", save_steps=cfg.save_steps or 500,
+        seed=cfg.seed, bf16=cfg.bf16, report_to=["wandb"] if cfg.wandb.enabled else "none",
+        dataloader_num_workers=0, **cfg.extra,
+    )
+    trainer = SFTTrainer(model=model, args=args, train_dataset=ds, processing_class=tokenizer, peft_config=peft_config)
+    trainer.train()
+    final = out / "final"
+    model = trainer.model
+    if peft_config is not None and hasattr(model, "merge_and_unload"):
+        model = model.merge_and_unload()
+    model.save_pretrained(str(final))
+    tokenizer.save_pretrained(str(final))
+    (out / "sft_log.json").write_text(json.dumps(trainer.state.log_history, indent=1))
+    return final
+
+
+def main() -> None:
+    from verifier.config import hydra_main
+
+    @hydra_main("sft", SFTRunConfig)
+    def _main(cfg: SFTRunConfig) -> None:
+        from training.grpo import load_trajectories_for
+
+        logging.basicConfig(level=logging.INFO)
+        os.environ.setdefault("WANDB_MODE", "offline" if not os.environ.get("WANDB_API_KEY") else "online")
+        train, _ = load_trajectories_for(cfg.data)
+        (Path(cfg.output_dir)).mkdir(parents=True, exist_ok=True)
+        (Path(cfg.output_dir) / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1, default=str))
+        path = sft_train(cfg, train)
+        print(path)
+
+    _main()
+
+
+if __name__ == "__main__":
+    main()
