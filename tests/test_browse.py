@@ -71,6 +71,7 @@ def handwritten(n_filler: int = 440) -> tuple[list[dict], list[dict]]:
               subject="Inequalities", split="QE"),
         _traj("t-xss<i>/1", [XSS_STEP, "Second step & <em>more</em>. $\\href{javascript:window.__pwned8=1}{click}$ and $\\url{javascript:alert(1)}$"], fatal=0, problem=XSS_PROBLEM,
               subject="<b>Geo</b>", comment="<img src=x onerror=window.__pwned6=1> see step 0"),
+        {"id": "t-un", "problem_id": "t-un", "problem": "No annotation here.", "proof_steps": ["One.", "Two."]},
     ]
     judg = [
         _judgment("t-fa", "valid", -1, [_pass(i, "valid") for i in range(8)], meta_grade="WRONG_POLARITY",
@@ -92,6 +93,7 @@ def handwritten(n_filler: int = 440) -> tuple[list[dict], list[dict]]:
                                         for i in range(8)], meta_grade="EXACT_MATCH"),
         _judgment("t-xss<i>/1", "invalid", 0, [_pass(0, "invalid", 0, XSS_RATIONALE, meta_grade="EXACT_MATCH",
                                                      meta_rationale="<script>window.__pwned7=1</script>")]),
+        _judgment("t-un", "invalid", 1, [_pass(0, "invalid", 1, "Two does not follow.")]),
     ]
     for i in range(n_filler):
         rid = f"f-{i:03d}"
@@ -111,8 +113,9 @@ def expected_flags(gold: list[dict], judg: list[dict]) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {k: set() for k in
                                 ("false_accept", "false_reject", "parse_failure", "disagreement", "wrong_step")}
     for j in judg:
-        fatal = by_id[j["id"]]["annotation"]["first_fatal_error_step"]
-        g = "valid" if fatal == -1 else "invalid"
+        ann = by_id[j["id"]].get("annotation")
+        fatal = ann["first_fatal_error_step"] if ann else None
+        g = None if ann is None else "valid" if fatal == -1 else "invalid"
         if g == "invalid" and j["verdict"] == "valid":
             out["false_accept"].add(j["id"])
         if g == "valid" and j["verdict"] == "invalid":
@@ -207,15 +210,15 @@ def test_bad_rows_name_record_and_field(data, tmp_path):
 
 def test_cli_contract_katex_fallback_and_out_dir_guard(data, tmp_path):
     gold, judg = data
-    write_jsonl(tmp_path / "gold.jsonl", gold[:6])
-    write_jsonl(tmp_path / "j.jsonl", judg[:6])
+    write_jsonl(tmp_path / "gold.jsonl", gold[:7])
+    write_jsonl(tmp_path / "j.jsonl", judg[:7])
     out = tmp_path / "site"
     cmd = [sys.executable, "-m", "eval.browse", f"judgments={tmp_path / 'j.jsonl'}", f"gold={tmp_path / 'gold.jsonl'}",
            f"out={out}", f"katex_dir={tmp_path / 'no-katex'}"]
     r = subprocess.run(cmd, check=False, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == f"browser: {(out / 'index.html').resolve()}"
-    assert "trajectories=6 gold=6 unjudged=0 skipped=0 katex=no" in r.stdout
+    assert "trajectories=7 gold=7 unjudged=0 skipped=0 katex=no" in r.stdout
     assert "LaTeX will be shown as raw text" in r.stderr
     assert not (out / "vendor").exists()
     assert 'id="katex-missing"' in (out / "t" / page_name("t-ok")).read_text()
@@ -284,11 +287,11 @@ def test_index_filter_sort_paginate_and_trajectory_page(page, site, data):
     exp = expected_flags(gold, judg)
     _open_index(page, site)
     assert len(_shown_ids(page)) == 200
-    assert "rows 1–200 of 446 (page 1 of 3)" in page.inner_text("#pager-top")
+    assert "rows 1–200 of 447 (page 1 of 3)" in page.inner_text("#pager-top")
     page.screenshot(path=str(ARTIFACTS / "index.png"))
     page.click("#pager-top button.next")
     page.click("#pager-top button.next")
-    assert len(_shown_ids(page)) == 46
+    assert len(_shown_ids(page)) == 47
 
     page.click("#filter-false_accept")
     assert set(_shown_ids(page)) == exp["false_accept"]
@@ -301,7 +304,7 @@ def test_index_filter_sort_paginate_and_trajectory_page(page, site, data):
     page.click("#filter-all")
     page.select_option("#split", "")
     page.fill("#q", "t-")
-    assert _shown_ids(page) == ["t-fa", "t-fr", "t-pf", "t-ws", "t-ok", "t-xss<i>/1"]
+    assert _shown_ids(page) == ["t-fa", "t-fr", "t-pf", "t-ws", "t-ok", "t-xss<i>/1", "t-un"]
     page.click("th[data-key='af']")  # ascending accept fraction
     ids = _shown_ids(page)
     assert ids[-2:] == ["t-fa", "t-ok"] and ids.index("t-fr") < ids.index("t-fa")
@@ -339,6 +342,8 @@ def test_index_filter_sort_paginate_and_trajectory_page(page, site, data):
     assert page.inner_text("#judge") == "policy pessimistic, 2 of n=8 passes run, early-stopped, model tiny-lora"
     assert "seed 101 · 57 tokens" in p0
     page.screenshot(path=str(ARTIFACTS / "trajectory-wrong-step.png"), full_page=True)
+    page.goto((site.parent / "t" / page_name("t-un")).as_uri())
+    assert page.inner_text("#gold") == "unannotated" and page.locator(".step.fatal").count() == 0
     page.goto((site.parent / "t" / page_name("t-pf")).as_uri())
     assert "unparsed (no_answer_block" in page.inner_text("#pass-1")
     _no_network(page)
