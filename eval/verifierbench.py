@@ -1,0 +1,260 @@
+"""VerifierBench run: judge every annotated trajectory, meta-verify, score, report (sections 3.3, 5.3, 5.4).
+
+``python -m eval.verifierbench data=PATH out=DIR verifier.base_url=URL verifier.model=NAME
+[judge.n=8 judge.policy=pessimistic] [meta.kind=rule|llm meta.endpoint.base_url=URL ...]``
+
+1. The verifier endpoint judges each trajectory with ``judge.n`` passes under
+   ``judge.policy`` (``verifier.judging``: seeds per pass, pass cache, early stop off by default).
+2. The meta-verifier (``verifier.meta_verifier``: the B.3 prompt on its own endpoint, or the
+   rule-based one) grades the verification that carries the decision: for a rejection the
+   rejecting pass whose first error step became the aggregated step, for an acceptance the
+   first accepting pass (``meta_pass`` in the row). A failed grade is null and counted.
+3. ``DIR/judgments.jsonl`` (one row per trajectory, the ``eval.judge`` format plus
+   ``meta_grade``) is written as each chunk completes: a killed run resumes where it
+   stopped (finished ids are skipped; passes come back from ``DIR/pass_cache.sqlite``).
+4. ``eval.score`` on that file: ``DIR/metrics.json``, ``DIR/report.md``, plots, W&B.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from eval.metrics import ScoreOptions
+from eval.score import WandbConfig
+from verifier.engine import EndpointConfig, OpenAIEngine, SamplingConfig
+from verifier.io import JsonlAppender, iter_jsonl
+from verifier.records import (
+    NO_STEP,
+    MetaVerification,
+    ParseStatus,
+    ProofTrajectory,
+    RecordError,
+    Verdict,
+    VerificationOutput,
+)
+
+
+@dataclass
+class MetaConfig:
+    """Which meta-verifier grades the verifications (section 3.3: gpt-oss-120b in the paper)."""
+
+    kind: str = "rule"  # rule | llm
+    endpoint: EndpointConfig = field(default_factory=EndpointConfig)  # llm: its own server
+    temperature: float = 0.0
+    max_tokens: int = 2048
+    run_seed: int = 0
+    near: int = 1  # rule: a first error step within this many steps is a BASIC_MATCH
+
+
+@dataclass
+class JudgeOptions:
+    """Mirrors ``verifier.judging.JudgeConfig`` (see there)."""
+
+    n: int = 8
+    policy: str = "pessimistic"
+    k: int | None = None
+    unparseable: str = "reject"
+    early_stop: bool = False  # keep all n passes: the k-curve and flip rate need them
+    waves: list[int] = field(default_factory=lambda: [1, 1, 2, 4])
+    run_seed: int = 0
+    with_reference: bool = False  # VerifierBench: no reference solution (appendix B.2)
+    template: str = "verify"
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 4096
+    max_concurrency: int = 256
+    model: str | None = None
+
+
+@dataclass
+class VerifierBenchConfig:
+    """``python -m eval.verifierbench`` (mirrored by ``configs/verifierbench.yaml``)."""
+
+    data: str = "???"  # gold: our JSONL, ProcessBench .json or OPC .parquet
+    out: str = "???"
+    limit: int | None = None  # first N records (smoke runs)
+    chunk_size: int = 64  # trajectories judged + graded + persisted together
+    verifier: EndpointConfig = field(default_factory=EndpointConfig)
+    judge: JudgeOptions = field(default_factory=JudgeOptions)
+    meta: MetaConfig = field(default_factory=MetaConfig)
+    meta_threshold: str = "BASIC_MATCH"
+    bootstrap_n: int = 1000
+    bootstrap_seed: int = 0
+    ci_level: float = 0.95
+    breakdowns: list[str] = field(default_factory=lambda: ["split", "subject"])
+    cache: bool = True  # DIR/pass_cache.sqlite
+    progress: bool = True
+    title: str | None = None
+    browser_index: str | None = None
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+
+
+def judge_config(opts: JudgeOptions):
+    from verifier.judging import JudgeConfig
+
+    return JudgeConfig(**asdict(opts))
+
+
+def make_meta_verifier(cfg: MetaConfig):
+    """The configured meta-verifier (one interface: ``grade_batch(pairs)``)."""
+    from verifier.meta_verifier import LLMMetaVerifier, RuleMetaVerifier
+
+    if cfg.kind == "rule":
+        return RuleMetaVerifier(near=cfg.near)
+    if cfg.kind == "llm":
+        return LLMMetaVerifier(OpenAIEngine(cfg.endpoint),
+                               SamplingConfig(temperature=cfg.temperature, max_tokens=cfg.max_tokens), cfg.run_seed)
+    raise ValueError(f"meta.kind must be rule or llm, got {cfg.kind!r}")
+
+
+def representative_pass(passes: Sequence[VerificationOutput], verdict: Verdict, first_error_step: int) -> int:
+    """Index of the pass whose verification carries the aggregated decision (graded by the meta-verifier).
+
+    >>> from verifier.parser import parse_verification as p, format_verification as f
+    >>> ps = [p(f("valid", -1, "")), p(f("invalid", 3, "")), p(f("invalid", 1, ""))]
+    >>> representative_pass(ps, Verdict.INVALID, 1), representative_pass(ps[:1], Verdict.VALID, -1)
+    (2, 0)
+    >>> representative_pass([p("garbage")], Verdict.INVALID, -1)
+    0
+    """
+    for i, q in enumerate(passes):
+        if q.ok and q.verdict is verdict and (verdict is Verdict.VALID or first_error_step == NO_STEP
+                                              or q.first_error_step == first_error_step):
+            return i
+    for i, q in enumerate(passes):  # e.g. majority: rejected by unparseable passes
+        if q.ok and q.verdict is verdict:
+            return i
+    return 0
+
+
+def done_ids(path: Path) -> set[str]:
+    """Ids already written to a resumable output (a half-written last line is ignored)."""
+    if not path.exists():
+        return set()
+    out = set()
+    for _, obj in iter_jsonl(path):
+        if isinstance(obj, dict) and "id" in obj:
+            out.add(str(obj["id"]))
+    return out
+
+
+def meta_fields(m: MetaVerification, index: int) -> dict[str, Any]:
+    return {"meta_grade": None if m.grade is None else m.grade.value, "meta_pass": index,
+            "meta_status": m.status.value, "meta_rationale": m.rationale, "meta_detail": m.detail}
+
+
+def judge_and_grade(records: Sequence[ProofTrajectory], cfg: VerifierBenchConfig, out: Path) -> dict[str, int]:
+    """Steps 1-3: append one row per finished trajectory to ``out/judgments.jsonl``; returns counts."""
+    from verifier.judging import PassCache, judge_trajectories, judgment_to_row
+
+    path = out / "judgments.jsonl"
+    done = done_ids(path)
+    todo = [r for r in records if r.id not in done]
+    counts = {"already_done": len(records) - len(todo), "judged": 0, "incomplete": 0}
+    if not todo:
+        return counts
+    engine = OpenAIEngine(cfg.verifier)
+    meta = make_meta_verifier(cfg.meta)
+    jcfg = judge_config(cfg.judge)
+    cache = PassCache(out / "pass_cache.sqlite") if cfg.cache else None
+    bar = None
+    if cfg.progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(records), initial=counts["already_done"], desc="verifierbench", unit="proof")
+    try:
+        with JsonlAppender(path) as app:
+            for start in range(0, len(todo), max(1, cfg.chunk_size)):
+                chunk = todo[start:start + cfg.chunk_size]
+                judgments = judge_trajectories(chunk, engine, jcfg, cache=cache)
+                ready = [(t, j) for t, j in zip(chunk, judgments) if j.complete]
+                counts["incomplete"] += len(chunk) - len(ready)
+                reps = [representative_pass(j.passes, j.verdict, j.first_error_step) for _, j in ready]
+                pairs = [(t, j.passes[i] if j.passes else VerificationOutput(ParseStatus.REQUEST_FAILED))
+                         for (t, j), i in zip(ready, reps)]
+                grades = meta.grade_batch(pairs)
+                for (t, j), i, g in zip(ready, reps, grades):
+                    row = judgment_to_row(j)
+                    row.update(meta_fields(g, i))
+                    row["problem_id"] = t.problem_id
+                    app.write(row)
+                    counts["judged"] += 1
+                if bar is not None:
+                    bar.update(len(chunk))
+    finally:
+        if bar is not None:
+            bar.close()
+        if cache is not None:
+            cache.close()
+    return counts
+
+
+def run(cfg: VerifierBenchConfig) -> dict[str, Any]:
+    """Judge, meta-verify, score and report; returns the metrics document."""
+    from data_pipeline.importers import load_any
+    from eval.report import write_report
+    from eval.score import flatten, load_predictions, options, print_table, write_metrics
+    from eval.metrics import align_ids, score_predictions
+
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    records = load_any(cfg.data).records
+    if cfg.limit is not None:
+        records = records[: cfg.limit]
+    missing = [r.id for r in records if r.annotation is None]
+    if missing:
+        raise RecordError(missing[0], "annotation", f"VerifierBench needs expert annotations "
+                                                     f"({len(missing)} record(s) without one)")
+    (out / "config.json").write_text(json.dumps(asdict(_redacted(cfg)), indent=2, default=str) + "\n")
+    counts = judge_and_grade(records, cfg, out)
+    preds = load_predictions(out / "judgments.jsonl")
+    al = align_ids([r.id for r in records], [i for i in preds if i in {r.id for r in records}],
+                   allow_missing=True)
+    opts: ScoreOptions = options(_score_cfg(cfg))
+    doc = flatten(score_predictions(records, preds, opts), al)
+    doc["run"] = {**counts, "policy": cfg.judge.policy, "n_passes": cfg.judge.n, "meta": cfg.meta.kind,
+                  "verifier": cfg.verifier.model}
+    doc["inputs"] = {"data": str(cfg.data), "judgments": str(out / "judgments.jsonl")}
+    doc["config"] = asdict(_redacted(cfg))
+    path = write_metrics(out, doc)
+    title = cfg.title or f"VerifierBench: {cfg.verifier.model} ({cfg.judge.policy}, n={cfg.judge.n})"
+    print_table(doc, title)
+    report = write_report(out, doc, title=title, browser_index=cfg.browser_index)
+    if counts["incomplete"]:
+        print(f"warning: {counts['incomplete']} trajectories had failed requests and were not scored; "
+              "re-run the same command to finish them")
+    if cfg.wandb.enabled:
+        from eval.wandb_log import log_eval
+
+        log_eval(out, doc, cfg=asdict(_redacted(cfg)), wandb_cfg=cfg.wandb, gold=records, preds=preds)
+    print(f"wrote {path} and {report}")
+    return doc
+
+
+def _score_cfg(cfg: VerifierBenchConfig):
+    from eval.score import ScoreConfig
+
+    return ScoreConfig(gold=cfg.data, predictions="", out=cfg.out, meta_threshold=cfg.meta_threshold,
+                       bootstrap_n=cfg.bootstrap_n, bootstrap_seed=cfg.bootstrap_seed, ci_level=cfg.ci_level,
+                       breakdowns=list(cfg.breakdowns))
+
+
+def _redacted(cfg: VerifierBenchConfig) -> VerifierBenchConfig:
+    """The config without API keys (for config.json, metrics.json and W&B)."""
+    v = dataclasses.replace(cfg.verifier, api_key="***" if cfg.verifier.api_key else None)
+    me = dataclasses.replace(cfg.meta.endpoint, api_key="***" if cfg.meta.endpoint.api_key else None)
+    return dataclasses.replace(cfg, verifier=v, meta=dataclasses.replace(cfg.meta, endpoint=me))
+
+
+def main() -> None:
+    from verifier.config import hydra_main
+
+    hydra_main("verifierbench", VerifierBenchConfig)(run)()
+
+
+if __name__ == "__main__":
+    main()
