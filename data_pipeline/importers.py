@@ -8,6 +8,8 @@
   (each tagged with the step it falls in). ``llm_judgment`` is an LLM's output and
   is never used as gold. The fatal step is not located (``fatal_step_unknown``).
 * Our own trajectory JSONL.
+* Proof *problems* (no proofs) for ProverBench runs: IMO-ProofBench v2 CSV or a JSONL of
+  problems (``load_proofbench_problems``).
 
 ``load_any(path)`` picks the importer from the file.
 """
@@ -17,10 +19,11 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verifier.io import LoadResult, load_trajectories
+from verifier.io import LoadResult, iter_jsonl, load_trajectories
 from verifier.records import NO_STEP, Annotation, ProofTrajectory, RecordError
 
 SHARED_DATA = Path(os.environ.get("VERIFIER_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
@@ -136,3 +139,75 @@ def gold_summary(records: list[ProofTrajectory]) -> dict[str, Any]:
     invalid = sum(1 for r in records if r.annotation is not None and not r.annotation.is_valid)
     return {"n": len(records), "valid": valid, "invalid": invalid,
             "unannotated": len(records) - valid - invalid}
+
+
+@dataclass(frozen=True)
+class ProofProblem:
+    """One proof problem of a ProverBench-style set (section 5.2): no proof yet, maybe a reference."""
+
+    id: str
+    problem: str
+    reference_solution: str = ""
+    split: str = ""
+    subject: str = ""
+    grading_guidelines: str = ""
+    source: str = ""
+
+
+_PROBLEM_KEYS = {"id", "problem_id", "problem", "reference_solution", "solution", "split", "subject",
+                 "grading_guidelines", "source"}
+
+
+def load_proofbench_problems(path: str | os.PathLike) -> list[ProofProblem]:
+    """Problems for ``eval.proverbench``: the IMO-ProofBench v2 CSV or any JSONL of problems.
+
+    IMO-ProofBench v2 (Luong et al., 2025; CC-BY-4.0; ``proofbench_v2.csv``): ``Problem ID``,
+    ``Problem``, ``Solution`` (the reference), ``Grading guidelines``, ``Category`` as subject,
+    ``Level`` as split. JSONL: ``id`` (or ``problem_id``), ``problem``, optional
+    ``reference_solution`` (or ``solution``), ``split``, ``subject``, ``grading_guidelines``,
+    ``source``. Errors name the record and the field; duplicate ids are errors.
+    """
+    p = Path(path)
+    rows: list[tuple[int | None, dict[str, Any]]] = []
+    if p.suffix == ".csv":
+        import pandas as pd
+
+        df = pd.read_csv(p, dtype=str, keep_default_na=False)
+        need = {"Problem ID", "Problem", "Solution", "Category", "Level"}
+        if not need <= set(df.columns):
+            raise RecordError(None, "<columns>", f"{p}: expected columns {sorted(need)}, got {list(df.columns)}")
+        for i, r in df.iterrows():
+            rows.append((int(i) + 2, {"id": r["Problem ID"], "problem": r["Problem"], "reference_solution": r["Solution"],
+                                      "split": r["Level"], "subject": r["Category"],
+                                      "grading_guidelines": r.get("Grading guidelines", ""),
+                                      "source": r.get("Source", "") or "imo-proofbench-v2"}))
+    else:
+        for n, obj in iter_jsonl(p):
+            if isinstance(obj, RecordError):
+                raise obj
+            if not isinstance(obj, dict):
+                raise RecordError(None, "<record>", f"expected a JSON object, got {type(obj).__name__}", n)
+            rows.append((n, obj))
+    out: list[ProofProblem] = []
+    seen: set[str] = set()
+    for line, d in rows:
+        rid = d.get("id", d.get("problem_id"))
+        if rid is None or str(rid).strip() == "":
+            raise RecordError(None, "id", "missing", line)
+        rid = str(rid)
+        unknown = set(d) - _PROBLEM_KEYS
+        if unknown:
+            raise RecordError(rid, sorted(unknown)[0], "unknown field", line)
+        if rid in seen:
+            raise RecordError(rid, "id", "duplicate id", line)
+        seen.add(rid)
+        vals = {}
+        for k in ("problem", "reference_solution", "split", "subject", "grading_guidelines", "source"):
+            v = d.get(k, d.get("solution") if k == "reference_solution" else None)
+            if v is not None and not isinstance(v, str):
+                raise RecordError(rid, k, f"expected a string, got {type(v).__name__}", line)
+            vals[k] = (v or "").strip()
+        if not vals["problem"]:
+            raise RecordError(rid, "problem", "missing (empty)", line)
+        out.append(ProofProblem(id=rid, **vals))
+    return out
