@@ -90,6 +90,8 @@ class JudgmentView:
     meta_grade: str | None = None
     meta_comment: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    meta_pass: int | None = None  # the pass the meta-verifier graded (eval.verifierbench)
+    meta_status: str = ""  # its parse status; a failed grade is shown, not hidden
 
     # derived ------------------------------------------------------------------
     @property
@@ -133,6 +135,8 @@ class JudgmentView:
     def meta_label(self) -> str:
         if self.meta_grade:
             return self.meta_grade
+        if self.meta_status and self.meta_status != "ok":
+            return f"failed ({self.meta_status})"
         graded = [p for p in self.passes if p.meta_grade]
         if graded:
             return f"mean {self.meta_reward:.2f} ({len(graded)} graded)"
@@ -262,10 +266,15 @@ def judgment_view(row: Any, traj: ProofTrajectory | None, line: int | None = Non
         elif af is not None and (isinstance(af, bool) or not isinstance(af, (int, float)) or not 0 <= af <= 1):
             raise RecordError(rid, "accept_fraction", f"expected a number in [0, 1], got {af!r}")
         grade, comment = _grade(row, rid, "")
+        meta_pass = row.get("meta_pass")
+        if meta_pass is not None and (isinstance(meta_pass, bool) or not isinstance(meta_pass, int)):
+            raise RecordError(rid, "meta_pass", f"expected a pass index, got {meta_pass!r}")
+        meta_status = _opt_str(row.get("meta_status"), rid, "meta_status")
         known = {"id", "verdict", "first_error_step", "accept_fraction", "passes", "meta_grade",
-                 "meta_rationale", "meta_comment", "meta"}
+                 "meta_rationale", "meta_comment", "meta", "meta_pass", "meta_status"}
         extra = {k: v for k, v in row.items() if k not in known}
-        return JudgmentView(traj, verdict, step, None if af is None else float(af), passes, grade, comment, extra)
+        return JudgmentView(traj, verdict, step, None if af is None else float(af), passes, grade, comment, extra,
+                            meta_pass, meta_status)
     except RecordError as e:
         if e.line is None and line is not None:
             raise RecordError(e.record_id, e.field, e.message, line) from None
@@ -524,6 +533,19 @@ def write_browser(
     (out / "index.html").write_text(index_html, encoding="utf-8")
     (out / MARKER).write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return out / "index.html"
+
+
+def write_browser_for_run(
+    judgments_path: str | os.PathLike, trajectories: Sequence[ProofTrajectory], out_dir: str | os.PathLike,
+    title: str = "Judgment browser",
+) -> Path:
+    """The browser of one evaluation run (``eval.score``, ``eval.verifierbench``): its judgments JSONL
+    joined with its gold; rows that do not join (ids outside this gold, bad rows) are counted and
+    listed on the index page instead of stopping the run. Returns ``index.html`` for the report link."""
+    from verifier.io import iter_jsonl
+
+    return write_browser(iter_jsonl(judgments_path), trajectories, out_dir, title=title, on_error="skip",
+                         sources={"judgments": str(judgments_path)})
 
 
 FLAG_LABELS = {

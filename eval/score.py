@@ -168,8 +168,14 @@ def run(cfg: ScoreConfig) -> dict[str, Any]:
     if cfg.report:
         from eval.report import write_report
 
+        browser_index = cfg.browser_index
+        if browser_index is None:  # every report links the judgment browser of its predictions
+            from eval.browse import write_browser_for_run
+
+            browser_index = write_browser_for_run(cfg.predictions, gold, Path(cfg.out) / "browser",
+                                                  title=f"Judgments: {Path(cfg.predictions).name}")
         write_report(cfg.out, doc, title=cfg.title or f"Scores of {Path(cfg.predictions).name}",
-                     browser_index=cfg.browser_index)
+                     browser_index=browser_index)
     if cfg.wandb.enabled:
         from eval.wandb_log import log_eval
 

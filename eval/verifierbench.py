@@ -223,7 +223,12 @@ def run(cfg: VerifierBenchConfig) -> dict[str, Any]:
     path = write_metrics(out, doc)
     title = cfg.title or f"VerifierBench: {cfg.verifier.model} ({cfg.judge.policy}, n={cfg.judge.n})"
     print_table(doc, title)
-    report = write_report(out, doc, title=title, browser_index=cfg.browser_index)
+    browser_index = cfg.browser_index
+    if browser_index is None:  # the report links the judgment browser of this run (eval.browse)
+        from eval.browse import write_browser_for_run
+
+        browser_index = write_browser_for_run(out / "judgments.jsonl", records, out / "browser", title=title)
+    report = write_report(out, doc, title=title, browser_index=browser_index)
     if counts["incomplete"]:
         print(f"warning: {counts['incomplete']} trajectories had failed requests and were not scored; "
               "re-run the same command to finish them")

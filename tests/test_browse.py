@@ -74,10 +74,12 @@ def handwritten(n_filler: int = 440) -> tuple[list[dict], list[dict]]:
         {"id": "t-un", "problem_id": "t-un", "problem": "No annotation here.", "proof_steps": ["One.", "Two."]},
     ]
     judg = [
+        # eval.verifierbench's meta fields: the graded pass and the grade's parse status
         _judgment("t-fa", "valid", -1, [_pass(i, "valid") for i in range(8)], meta_grade="WRONG_POLARITY",
-                  meta_rationale="The verifier missed the squaring error in step 1."),
+                  meta_rationale="The verifier missed the squaring error in step 1.", meta_pass=0, meta_status="ok"),
         _judgment("t-fr", "invalid", 2, [_pass(0, "valid"), _pass(1, "invalid", 2, "Step 2 divides by zero."),
-                                         _pass(2, "valid"), _pass(3, "invalid", 3, "Step 3 is a leap.")]),
+                                         _pass(2, "valid"), _pass(3, "invalid", 3, "Step 3 is a leap.")],
+                  meta_grade=None, meta_pass=1, meta_status="no_answer_block", meta_rationale=""),
         _judgment("t-pf", "invalid", 2, [_pass(0, "invalid", 2, "The fraction in step 2 is wrong.", with_rationale=False),
                                          _pass(1, None, rationale="I ran out of tokens")],
                   meta={"grade": "EXACT_MATCH", "rationale": "Same step, same reason."}),
@@ -326,6 +328,7 @@ def test_index_filter_sort_paginate_and_trajectory_page(page, site, data):
     assert page.get_attribute("#step-0", "class").split() == ["step", "recoverable"]
     assert "gold: first fatal error" in page.inner_text("#step-1")
     assert page.locator(".pass").count() == 8
+    assert "meta: WRONG_POLARITY" in page.inner_text("#pass-0") and "meta:" not in page.inner_text("#pass-1")
     assert page.locator("#step-1 .katex").count() >= 1, "KaTeX did not typeset (run `make browser-deps`)"
     assert page.evaluate("document.body.dataset.math") == "katex"
     assert "Step 1 squares wrongly." in page.inner_text("#reviewer-comment")
@@ -342,6 +345,9 @@ def test_index_filter_sort_paginate_and_trajectory_page(page, site, data):
     assert page.inner_text("#judge") == "policy pessimistic, 2 of n=8 passes run, early-stopped, model tiny-lora"
     assert "seed 101 · 57 tokens" in p0
     page.screenshot(path=str(ARTIFACTS / "trajectory-wrong-step.png"), full_page=True)
+    page.goto((site.parent / "t" / page_name("t-fr")).as_uri())
+    assert page.inner_text("#meta-grade") == "failed (no_answer_block)"  # a failed grade is shown
+    assert "meta: failed (no_answer_block)" in page.inner_text("#pass-1")
     page.goto((site.parent / "t" / page_name("t-un")).as_uri())
     assert page.inner_text("#gold") == "unannotated" and page.locator(".step.fatal").count() == 0
     page.goto((site.parent / "t" / page_name("t-pf")).as_uri())
@@ -453,16 +459,57 @@ def test_page_names_are_unique_and_safe():
     assert os.path.basename(page_name("../../etc/passwd")) == page_name("../../etc/passwd")
 
 
-def test_evaluation_report_links_the_browser(site, data, tmp_path):
-    """eval.score's report hook (``browser_index``) links the site written by write_browser."""
+def test_evaluation_report_links_the_browser(data, tmp_path):
+    """Every eval.score report builds and links the browser of its predictions (write_browser_for_run);
+    an explicit ``browser_index`` is linked as given."""
     from eval.score import ScoreConfig, run
 
-    gold, judg = data
+    gold, judg = data  # the first 6 are annotated (eval.score requires gold annotations)
     write_jsonl(tmp_path / "gold.jsonl", gold[:6])
     write_jsonl(tmp_path / "pred.jsonl", judg[:6])
-    idx = write_browser(judg[:6], [ProofTrajectory.from_dict(g) for g in gold[:6]], tmp_path / "run" / "browser")
-    cfg = compose("score", ScoreConfig, [f"gold={tmp_path / 'gold.jsonl'}", f"predictions={tmp_path / 'pred.jsonl'}",
-                                         f"out={tmp_path / 'run'}", f"browser_index={idx}", "bootstrap_n=20"])
-    run(cfg)
-    report = (tmp_path / "run" / "report.md").read_text()
-    assert "(browser/index.html)" in report
+    args = [f"gold={tmp_path / 'gold.jsonl'}", f"predictions={tmp_path / 'pred.jsonl'}", "bootstrap_n=20"]
+    run(compose("score", ScoreConfig, args + [f"out={tmp_path / 'run'}"]))
+    assert "(browser/index.html)" in (tmp_path / "run" / "report.md").read_text()
+    s = json.loads((tmp_path / "run" / "browser" / "browser.json").read_text())
+    assert (s["n_trajectories"], s["skipped"], s["flags"]["false_accept"]) == (6, 0, 1)
+    assert (tmp_path / "run" / "browser" / "t" / page_name("t-fa")).is_file()
+
+    other = write_browser(judg[:6], [ProofTrajectory.from_dict(g) for g in gold[:6]], tmp_path / "elsewhere")
+    run(compose("score", ScoreConfig, args + [f"out={tmp_path / 'run2'}", f"browser_index={other}"]))
+    assert "(../elsewhere/index.html)" in (tmp_path / "run2" / "report.md").read_text()
+    assert not (tmp_path / "run2" / "browser").exists()
+
+
+def test_rows_written_by_the_judge_and_verifierbench(tmp_path, page):
+    """Rows in the exact layout of verifier.judging.judgment_to_row + eval.verifierbench.meta_fields."""
+    from eval.browse import write_browser_for_run
+    from eval.verifierbench import meta_fields
+    from verifier.aggregate import AggregationPolicy, aggregate
+    from verifier.judging import Judgment, judgment_to_row
+    from verifier.meta_verifier import RuleMetaVerifier
+    from verifier.parser import parse_verification
+
+    steps = ["Let $n$ be even.", "Then $n^2$ is odd.", "Done."]
+    traj = ProofTrajectory.from_dict(_traj("j-1", steps, fatal=1))
+    texts = [format_verification("invalid", 1, "Step 1: the square of an even number is even."),
+             format_verification("valid", -1, "Fine."), "no answer block, ran out of tokens"]
+    outs = [parse_verification(t, n_steps=3) for t in texts]
+    j = Judgment("j-1", aggregate(outs, AggregationPolicy(n=3)), outs, seeds=[7, 8, 9],
+                 completion_tokens=[40, 12, 64], n=3, model="tiny-lora")
+    row = judgment_to_row(j)
+    row.update(meta_fields(RuleMetaVerifier().grade(traj, outs[0]), 0))
+    row["problem_id"] = traj.problem_id
+    write_jsonl(tmp_path / "judgments.jsonl", [row, {"id": "not-in-gold", "verdict": "valid"}])
+    idx = write_browser_for_run(tmp_path / "judgments.jsonl", [traj], tmp_path / "browser", title="VB")
+    s = json.loads((idx.parent / "browser.json").read_text())
+    assert (s["n_trajectories"], s["skipped"]) == (1, 1) and "not-in-gold" in s["errors"][0]
+    assert set(s["flags"]) and s["flags"]["parse_failure"] == 1 and s["flags"]["disagreement"] == 1
+    page.goto((idx.parent / "t" / page_name("j-1")).as_uri())
+    assert page.inner_text("#verdict") == "invalid, first error at step 1"
+    assert page.inner_text("#meta-grade") == "EXACT_MATCH"
+    assert "the square of an even number is even" in page.inner_text("#pass-0 .rationale")
+    assert "meta: EXACT_MATCH" in page.inner_text("#pass-0") and "seed 7 · 40 tokens" in page.inner_text("#pass-0")
+    assert "unparsed (no_answer_block" in page.inner_text("#pass-2")
+    assert page.inner_text("#judge") == "policy pessimistic, 3 of n=3 passes run, model tiny-lora"
+    page.screenshot(path=str(ARTIFACTS / "trajectory-judge-rows.png"), full_page=True)
+    _no_network(page)
