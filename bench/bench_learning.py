@@ -45,23 +45,23 @@ class BenchConfig:
     num_layers: int = 2
     intermediate_size: int = 384
     # task
-    n_sft: int = 1600
+    n_sft: int = 640
     n_grpo: int = 256
-    n_eval: int = 96
+    n_eval: int = 64
     min_steps: int = 3
     max_steps: int = 3
     max_operand: int = 9
     fatal_kinds: str = "wrong_operand,wrong_final"
     # SFT
-    sft_steps: int = 60
-    sft_batch: int = 16
-    sft_lr: float = 2e-3
+    sft_steps: int = 80
+    sft_batch: int = 8
+    sft_lr: float = 3e-3
     style: str = "minimal"
     # GRPO
-    grpo_steps: int = 40
-    grpo_batch: int = 32  # completions per step (B x G)
-    num_generations: int = 8
-    grpo_lr: float = 1e-4
+    grpo_steps: int = 30
+    grpo_batch: int = 16  # completions per step (B x G)
+    num_generations: int = 4
+    grpo_lr: float = 2e-4
     max_completion_length: int = 40
     temperature: float = 1.0
     # eval

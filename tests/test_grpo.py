@@ -175,3 +175,41 @@ def test_lora_grpo_step_in_process(tmp_path, tiny_model):
     m = run(cfg)
     assert (tmp_path / "lora" / "final" / "adapter_config.json").exists()
     assert m["n"] == 4 and "meta.balanced_f1" in m
+
+
+@pytest.mark.slow
+def test_table3_sweep_and_ablation_report(tmp_path, tiny_model):
+    """`python training/grpo.py -m experiment=...` over the whole ladder, then `python -m eval.report`."""
+    ladder = "base,rough_rl,meta_ver_rl,extra_ann,pos_aug,pess_ver"
+    root = tmp_path / "sweep"
+    cmd = [PY, "training/grpo.py", "-m", f"experiment={ladder}", f"output_dir={root}/${{experiment_name}}",
+           *_tiny(tiny_model), "grpo.max_steps=1", "grpo.per_device_train_batch_size=4", "grpo.num_generations=4",
+           "grpo.max_completion_length=8", "grpo.save_steps=1", "data.n_train=8", "data.n_eval=6",
+           "eval.max_new_tokens=8", "eval.bootstrap_n=50", "wandb.enabled=false", f"hydra.sweep.dir={tmp_path}/mr"]
+    p = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=1200)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    names = ladder.split(",")
+    for n in names:
+        m = json.loads((root / n / "metrics.json").read_text())
+        assert m["run"]["experiment"] == n and "meta.balanced_f1" in m
+        assert ("train" in m["run"]) == (n != "base")
+    assert json.loads((root / "pess_ver" / "metrics.json").read_text())["eval_config"]["n_passes"] == 8
+    rep = subprocess.run([PY, "-m", "eval.report", f"runs=[{root}]", f"out={tmp_path / 'report'}", "base=base"],
+                         cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300)
+    assert rep.returncode == 0, rep.stdout[-3000:] + rep.stderr[-3000:]
+    md = (tmp_path / "report" / "ablation.md").read_text()
+    for n in names:
+        assert n in md
+
+
+@pytest.mark.slow
+def test_submitit_local_launcher_runs_a_job(tmp_path, tiny_model):
+    """The submitit launcher config (configs/hydra/launcher/slurm*.yaml) on local processes: one eval-only job."""
+    out = tmp_path / "base"
+    cmd = [PY, "training/grpo.py", "-m", "hydra/launcher=slurm_local", "experiment=base", f"output_dir={out}",
+           *_tiny(tiny_model), "data.n_eval=4", "eval.max_new_tokens=8", "eval.bootstrap_n=20",
+           "wandb.enabled=false", f"hydra.sweep.dir={tmp_path / 'mr'}"]
+    p = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert json.loads((out / "metrics.json").read_text())["run"]["experiment"] == "base"
+    assert list((tmp_path / "mr" / ".submitit").glob("*/*_log.out"))  # ran as a submitit job
