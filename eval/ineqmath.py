@@ -81,7 +81,7 @@ class IneqRecord:
     response: str | None = None
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], line: int | None = None) -> "IneqRecord":
+    def from_dict(cls, d: dict[str, Any], line: int | None = None) -> IneqRecord:
         rid = d.get("id")
         if not isinstance(rid, str) or not rid:
             raise RecordError(rid, "id", "missing or not a string", line)

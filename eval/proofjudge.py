@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from eval.judges.core import Judge, JudgeConfig
 from eval.stats import BootstrapSpec, flip_rate, pass_noise, sign_test, two_level_bootstrap_ci
@@ -109,7 +110,7 @@ def alignment_stats(accepted: Sequence[Sequence[float | None]], rejected: Sequen
 
     >>> s = alignment_stats([[8, 7], [5, 6], [9, 9]], [[6, 7], [4, 3], [2, 1]], spec=BootstrapSpec(n=200))
     >>> s["alignment"], s["n_cells"], s["sign_test"]["wins"], s["flip"]["unstable"]
-    (0.833333333333, 6, 3, 0.333333333333)
+    (0.833333333333, 6, 2, 0.333333333333)
     """
     if ties not in ("loss", "half"):
         raise ValueError(f"ties must be loss or half, got {ties!r}")
@@ -250,7 +251,7 @@ def write_report(out: Path, res: dict[str, Any], cfg: ProofJudgeConfig) -> None:
     lines += ["", "| dimension | weight | mean accepted | mean rejected |", "|---|---|---|---|"]
     for d in res["dimensions"]:
         m = res["dimension_means"][_clean_key(d["name"])]
-        f = lambda x: "–" if x is None else f"{x:.2f}"  # noqa: E731
+        f = lambda x: "–" if x is None else f"{x:.2f}"
         lines.append(f"| {d['name']} | {d['weight']:g} | {f(m['accepted'])} | {f(m['rejected'])} |")
     lines += ["", f"Judge calls by parse status: {res['parse_counts']}", ""]
     if "verifier_pass_noise" in res:

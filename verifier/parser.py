@@ -11,8 +11,9 @@ guessing: a verdict word in the rationale, an echoed proof, or an injected
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from verifier.records import (
     NO_STEP,
@@ -194,7 +195,7 @@ _RELATION_ALIASES = {
 _RELATION_OPTION = {"a": "≤", "b": "≥", "c": "=", "d": "<", "e": ">"}  # "(A) ≤ (B) ≥ (C) = (D) < (E) >"
 
 
-def _answer_fields(text: str | None, names: tuple[str, ...], cls: type = None):  # type: ignore[assignment]
+def _answer_fields(text: str | None, names: tuple[str, ...], cls: type | None = None):
     """(value string or None, failed answer or None, rationale) for the first of ``names``."""
     cls = cls or JudgeAnswer
     raw = text or ""

@@ -12,8 +12,9 @@ block, see ``answer_regex``) so even a random-weight model answers parseably.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from verifier import parser as _parser
 from verifier.aggregate import AggregationPolicy
@@ -47,6 +48,7 @@ class JudgeConfig:
     max_tokens: int = 1024
     structured: bool = False  # vLLM structured outputs with answer_regex(parser)
     regex: str | None = None  # explicit structured-output regex (overrides ``structured``)
+    rationale_chars: int = 24  # structured outputs: length of the free rationale before the answer block
     model: str | None = None  # model or LoRA adapter name (default: the endpoint's)
     seed: int = 0  # run seed
 
@@ -133,7 +135,7 @@ class Judge:
                  dimensions: Sequence[str] = ()):
         self.cfg = cfg
         self.parse = parse_function(cfg.parser, **(parse_kwargs or {}))
-        regex = cfg.regex or (answer_regex(cfg.parser, dimensions) if cfg.structured else None)
+        regex = cfg.regex or (answer_regex(cfg.parser, dimensions, cfg.rationale_chars) if cfg.structured else None)
         ep = endpoint
         if regex:
             ep = dataclasses.replace(endpoint, extra_body={**endpoint.extra_body, "structured_outputs": {"regex": regex}})
