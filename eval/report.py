@@ -153,7 +153,8 @@ def plot_acceptance(table: Mapping[str, Any], path: str | os.PathLike, field_nam
     ax.bar(labels, vals, yerr=[[100 * e[0] for e in errs], [100 * e[1] for e in errs]], capsize=3,
            color=["0.4"] + [f"C{i}" for i in range(len(groups))])
     for i, m in enumerate(ms):
-        ax.annotate(f"{m['counts']['accepted']}/{m['counts']['n']}", (i, vals[i]), ha="center", fontsize=7,
+        top = vals[i] + 100 * errs[i][1]  # above the whisker
+        ax.annotate(f"{m['counts']['accepted']}/{m['counts']['n']}", (i, top), ha="center", fontsize=7,
                     xytext=(0, 3), textcoords="offset points")
     ax.set_ylim(0, 105)
     ax.set_ylabel("accepted proofs (%)")
@@ -250,11 +251,11 @@ def write_report(out: str | os.PathLike, doc: Mapping[str, Any], title: str = "E
                   f"- proofs whose passes disagree: {fmt_pct(f['unstable'])} ({f['unstable']['counts']})", ""]
     if doc.get("k_curve"):
         png = plot_k_curve(doc["k_curve"], out / "k_curve.png")
+        has_m = bool(doc["k_curve"][0].get("metrics"))
+        mcols = ["rough.tpr", "rough.tnr", "rough.balanced_f1"] if has_m else []
         lines += ["## k-curve (pessimistic acceptance over the first k passes)", "",
-                  "| policy | k | acceptance % | " + " | ".join(
-                      n for n in ("rough.tpr", "rough.tnr", "rough.balanced_f1")
-                      if doc["k_curve"][0].get("metrics")) + " |",
-                  "|---|---:|---:|" + ("---:|---:|---:|" if doc["k_curve"][0].get("metrics") else "")]
+                  "| " + " | ".join(["policy", "k", "acceptance %"] + mcols) + " |",
+                  "|---|---:|---:|" + "---:|" * len(mcols)]
         for r in doc["k_curve"]:
             cells = [r["policy"], str(r["k"]), fmt_pct(r["acceptance"])]
             if r.get("metrics"):
