@@ -306,7 +306,9 @@ def pass_noise(rows: Sequence[dict[str, Any]], spec: BootstrapSpec = BootstrapSp
     Each row has ``id`` and ``passes`` (a list of dicts with ``verdict`` valid / invalid or
     None when unparseable). Returns the per-pass accept rate with its two-level bootstrap CI
     (clustered over trajectories and passes), the flip rate across passes, and the number of
-    unparseable passes (counted, left out of both statistics).
+    unparseable passes (counted, left out of both statistics). Early-stopped rows (``early_stopped``:
+    passes cut at the first rejection) bias both statistics; they are counted in ``n_early_stopped``,
+    judge with ``judge.early_stop=false`` for noise estimates.
 
     >>> rows = [{"id": "a", "passes": [{"verdict": "valid"}, {"verdict": "invalid"}]},
     ...         {"id": "b", "passes": [{"verdict": "valid"}, {"verdict": None}]}]
@@ -338,5 +340,6 @@ def pass_noise(rows: Sequence[dict[str, Any]], spec: BootstrapSpec = BootstrapSp
         "n_trajectories": len(rows),
         "n_passes": n_pass,
         "n_unparseable": unparseable,
+        "n_early_stopped": sum(bool(r.get("early_stopped")) for r in rows),
         "bootstrap": spec.to_dict() | {"method": "percentile, two-level (trajectories, passes)"},
     }

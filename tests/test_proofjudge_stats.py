@@ -74,3 +74,20 @@ def test_pass_noise_on_judge_rows():
     assert r["ci"][0] <= r["accept_rate"] <= r["ci"][1]
     with pytest.raises(ValueError, match="'t9'.*passes"):
         pass_noise([{"id": "t9"}])
+
+
+def test_pass_noise_reads_eval_judge_rows():
+    """Rows written by eval.judge (verifier.judging.judgment_to_row) feed pass_noise directly."""
+    from verifier.aggregate import AggregationPolicy, aggregate
+    from verifier.judging import Judgment, judgment_to_row
+    from verifier.parser import format_verification, parse_verification
+
+    ok, bad, junk = (parse_verification(t) for t in (format_verification("valid", -1, "fine"),
+                                                         format_verification("invalid", 1, "no"), "garbage"))
+    pol = AggregationPolicy(n=4)
+    rows = [judgment_to_row(Judgment(id=i, aggregate=aggregate(ps, pol), passes=ps, seeds=[1, 2, 3, 4]))
+            for i, ps in (("t0", [ok, ok, ok, ok]), ("t1", [ok, bad, junk, ok]))]
+    r = pass_noise(rows, BootstrapSpec(n=100))
+    assert (r["n_trajectories"], r["n_passes"], r["n_unparseable"], r["n_early_stopped"]) == (2, 8, 1, 0)
+    assert r["accept_rate"] == pytest.approx(6 / 7)
+    assert r["flip"]["pairwise"] == pytest.approx(2 / 9)  # t0: 6 agreeing pairs; t1: 2 of 3 pairs differ
