@@ -189,7 +189,7 @@ def judge_records(records: list[IneqRecord], cfg: IneqMathConfig) -> list[dict[s
     for rid, r in keyed:
         ok, path, extracted = symbolic_answer(r)
         rows[rid] = {"id": rid, "task": r.task, "gold_answer": r.answer, "extracted_answer": extracted,
-                     "answer_correct": bool(ok), "answer_decided_by": path}
+                     "answer_correct": bool(ok), "answer_decided_by": path, "response": r.response}
         if ok is None and cfg.llm_fallback:
             need_llm.append(r)
     if need_llm:

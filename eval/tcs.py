@@ -188,7 +188,7 @@ def run(cfg: TCSConfig) -> dict[str, Any]:
     human = {"a": 0, "b": 0}
     verifier_vs_human = []
     for i, r in enumerate(recs):
-        row: dict[str, Any] = {"id": r["id"]}
+        row: dict[str, Any] = {"id": r["id"], "proof_a": r["proof_a"], "proof_b": r["proof_b"]}
         for s in ("a", "b"):
             agg = aggregate([c.parsed for c in votes[s][i]], vpol)
             row[f"verifier_{s}"] = agg.accepts
