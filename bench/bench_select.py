@@ -20,7 +20,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from data_pipeline.selection import SelectConfig, score  # noqa: E402
+from data_pipeline.selection import SelectConfig, score  # noqa: E402, RUF100
 
 N_ROWS = 1_000_000
 PASSES = 8

@@ -188,7 +188,6 @@ def _wrong(rng: random.Random, true: int, cfg: SyntheticConfig) -> int:
 def _make_trajectory(rng: random.Random, cfg: SyntheticConfig, pid: str, tid: str, problem: str, var: str,
                      start: int, ops: list[tuple[str, int]], subject: str, split: str, reference: str) -> ProofTrajectory:
     n_ops = len(ops)
-    n_steps = n_ops + 1
     valid = rng.random() < cfg.valid_fraction
     fatal_kind, fatal = None, NO_STEP
     if not valid:

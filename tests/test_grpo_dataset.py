@@ -35,7 +35,7 @@ def test_variants_select_sources(sources):
     d, base, extra, aug = sources
     cfg = GrpoDataConfig(base=str(d / "base.jsonl"), extra=str(d / "extra.jsonl"), augmented=str(d / "aug.jsonl"),
                          held_out=str(d / "held.jsonl"))
-    t0, c0 = variant_trajectories(cfg)
+    t0, _ = variant_trajectories(cfg)
     t1, c1 = variant_trajectories(dataclasses.replace(cfg, variant="extra_ann"))
     t2, c2 = variant_trajectories(dataclasses.replace(cfg, variant="pos_aug"))
     assert (len(t0), len(t1), len(t2)) == (20, 28, 34)
