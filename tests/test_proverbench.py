@@ -62,7 +62,7 @@ def _overrides(endpoint, problems, out, *extra):
 
 def _cfg(endpoint, problems, out, *extra):
     cfg = compose("proverbench", ProverBenchConfig, _overrides(endpoint, problems, out, *extra))
-    cfg.verifier.extra_body = {"structured_outputs": {"regex": synthetic_verdict_regex(93)}}
+    cfg.verifier.extra_body = {"structured_outputs": {"regex": synthetic_verdict_regex(93, max_step=0)}}
     return cfg
 
 
@@ -89,6 +89,7 @@ def test_proverbench_end_to_end_on_imo_proofbench(endpoint, csv, tmp_path, monke
     assert sum(m["counts"]["n"] for m in by_split.values()) == 6
     assert set(saved["acceptance"]["subject"]) <= {"Algebra", "Combinatorics", "Geometry", "Number theory"}
     assert doc["counts"]["problems"] == 3 and doc["passes"] == 8
+    assert doc["counts"]["unparseable_passes"] == 0  # guided verifier, error step 0 exists in every proof
     pess = [r for r in doc["k_curve"] if r["policy"] == "pessimistic"]
     assert [r["k"] for r in pess] == list(range(1, 9))
     vals = [r["acceptance"]["value"] for r in pess]
@@ -121,7 +122,7 @@ def test_proverbench_resumes_after_kill(endpoint, csv, tmp_path):
     """SIGKILL during judging; the re-run finishes with every proof once and the same decisions as a clean run."""
     out = tmp_path / "killed"
     args = _overrides(endpoint, csv, out, "limit=4", "chunk_size=1", "wandb.enabled=false",
-                      "+verifier.extra_body.structured_outputs.regex='" + synthetic_verdict_regex(93)
+                      "+verifier.extra_body.structured_outputs.regex='" + synthetic_verdict_regex(93, max_step=0)
                       .replace("\n", "\\n") + "'")
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
     cmd = [sys.executable, "-m", "eval.proverbench", *args]

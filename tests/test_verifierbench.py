@@ -26,7 +26,8 @@ GRADE_REGEX = r"<final_answer>\ngrade: (EXACT_MATCH|BASIC_MATCH|POOR_MATCH|WRONG
 
 @pytest.fixture(scope="module")
 def gold(shared_data, tmp_path_factory):
-    recs = load_processbench(shared_data / "processbench" / "gsm8k.json")
+    # at least 3 steps: the guided verifier names a first error step in 0..2
+    recs = [r for r in load_processbench(shared_data / "processbench" / "gsm8k.json") if len(r.proof_steps) >= 3]
     # a handful with both polarities, two proofs per problem (clustered CIs)
     valid = [r for r in recs if r.annotation.is_valid][:3]
     invalid = [r for r in recs if not r.annotation.is_valid and r.annotation.first_fatal_error_step <= 2][:3]
