@@ -262,7 +262,12 @@ def run(cfg: ProverBenchConfig) -> dict[str, Any]:
     path = write_metrics(out, doc)
     title = cfg.title or f"ProverBench: {cfg.generator.model} judged by {cfg.verifier.model}"
     print_table(doc, title)
-    report = write_report(out, doc, title=title, browser_index=cfg.browser_index)
+    browser_index = cfg.browser_index
+    if browser_index is None:  # the report links the judgment browser of this run (eval.browse)
+        from eval.browse import write_browser_for_run
+
+        browser_index = write_browser_for_run(out / "judgments.jsonl", trajs, out / "browser", title=title)
+    report = write_report(out, doc, title=title, browser_index=browser_index)
     missing = counts.get("generation_failed", 0) + counts.get("judge_incomplete", 0)
     if missing:
         print(f"warning: {missing} proofs had failed requests and were not scored; re-run the same command "

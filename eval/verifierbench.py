@@ -196,9 +196,9 @@ def judge_and_grade(records: Sequence[ProofTrajectory], cfg: VerifierBenchConfig
 def run(cfg: VerifierBenchConfig) -> dict[str, Any]:
     """Judge, meta-verify, score and report; returns the metrics document."""
     from data_pipeline.importers import load_any
+    from eval.metrics import align_ids, score_predictions
     from eval.report import write_report
     from eval.score import flatten, load_predictions, options, print_table, write_metrics
-    from eval.metrics import align_ids, score_predictions
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -96,6 +96,7 @@ def test_proverbench_end_to_end_on_imo_proofbench(endpoint, csv, tmp_path, monke
     assert vals == sorted(vals, reverse=True) and vals[-1] == pytest.approx(accepted / 6)
     md = (out / "report.md").read_text()
     assert "ProverBench: pessimistic acceptance" in md and "![acceptance by split](acceptance.png)" in md
+    assert "(browser/index.html)" in md and (out / "browser" / "index.html").exists()
     assert (out / "acceptance.png").read_bytes()[:4] == b"\x89PNG" and (out / "k_curve.png").exists()
     assert list((out / "wandb").glob("offline-run-*"))
     # a second run with more problems reuses what is there and only adds the new ones
