@@ -355,7 +355,8 @@ def plot_ablation(docs: Sequence[tuple[str, Mapping[str, Any]]], path: str | os.
 class ReportConfig:
     """``python -m eval.report`` (mirrored by ``configs/report.yaml``)."""
 
-    runs: list[str] = field(default_factory=list)  # run dirs (with metrics.json) or parents of run dirs
+    # run dirs (with metrics.json) or parents of run dirs: runs=[A,B] or runs=SWEEP_DIR or runs="A,B"
+    runs: Any = field(default_factory=list)
     out: str = "???"
     base: str | None = None  # label of the base row (default: first run)
     labels: list[str] | None = None  # row labels (default: run directory names)
@@ -365,9 +366,10 @@ class ReportConfig:
 
 def run(cfg: ReportConfig) -> dict[str, Any]:
     """The sweep report: ablation.md / ablation.json / ablation.png in ``out``."""
-    if not cfg.runs:
+    runs = [r for r in cfg.runs.split(",") if r.strip()] if isinstance(cfg.runs, str) else list(cfg.runs or [])
+    if not runs:
         raise ValueError("runs is empty: pass runs=[DIR,...] (directories with metrics.json)")
-    dirs = find_runs(cfg.runs)
+    dirs = find_runs(runs)
     labels = list(cfg.labels) if cfg.labels else [d.name for d in dirs]
     if len(labels) != len(dirs):
         raise ValueError(f"{len(labels)} labels for {len(dirs)} runs")

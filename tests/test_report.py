@@ -84,7 +84,7 @@ def test_ablation_deltas_against_base(tmp_path):
     assert [d.name for d in find_runs([tmp_path / "sweep"])] == ["+Meta-Ver-RL", "+Pessimistic", "base"]
     out = tmp_path / "ablation"
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
-    p = subprocess.run([sys.executable, "-m", "eval.report", f"runs=[{tmp_path / 'sweep'}]", f"out={out}",
+    p = subprocess.run([sys.executable, "-m", "eval.report", f"runs={tmp_path / 'sweep'}", f"out={out}",
                         "base=base"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip().splitlines()[-1] == f"wrote {out / 'ablation.md'}"
