@@ -323,13 +323,18 @@ def k_curve(gold: Sequence[ProofTrajectory | None], passes: Sequence[Sequence[Pa
     """Pessimistic acceptance over the first k passes, k = 1..n, then majority over all n (section 4.4).
 
     Each row: ``{"k", "policy", "acceptance": {...}}`` plus the Rough and ProcessBench
-    metrics when gold is given (``gold[i]`` None = no gold, e.g. ProverBench). Records
-    with fewer than k passes are left out of row k (counted in ``n``).
+    metrics when gold is given (``gold[i]`` None = no gold, e.g. ProverBench). A record
+    with fewer than k passes (early-stopped judging) is still decided at k when one of its
+    passes rejects (pessimism: rejected from that pass on); otherwise it is left out of
+    row k and counted in ``undecided``.
 
     >>> P = lambda v: PassResult(0, Verdict(v))
     >>> rows = k_curve([None, None], [[P("valid"), P("valid")], [P("valid"), P("invalid")]], None)
     >>> [(r["policy"], r["k"], r["acceptance"]["value"]) for r in rows]
     [('pessimistic', 1, 1.0), ('pessimistic', 2, 0.5), ('majority', 2, 0.5)]
+    >>> early = k_curve([None, None], [[P("invalid")], [P("valid"), P("valid")]], None, majority=False)
+    >>> [(r["k"], r["acceptance"]["value"], r["undecided"]) for r in early]
+    [(1, 0.5, 0), (2, 0.5, 0)]
     """
     n_max = max((len(p) for p in passes), default=0)
     clusters = [(g.problem_id if g is not None else str(i)) for i, g in enumerate(gold)]
@@ -339,14 +344,15 @@ def k_curve(gold: Sequence[ProofTrajectory | None], passes: Sequence[Sequence[Pa
         policies.append(("majority", n_max))
     out = []
     for kind, k in policies:
-        idx = [i for i, p in enumerate(passes) if len(p) >= k]
+        idx = [i for i, p in enumerate(passes)
+               if len(p) >= k or (kind == "pessimistic" and any(not q.accepts for q in p))]
         decisions = [aggregate([q.as_output() for q in passes[i][:k]], AggregationPolicy(kind, n=k)) for i in idx]
         acc = np.array([[1, int(d.accepts)] for d in decisions], dtype=float).reshape(-1, 2)
         val = float(acc[:, 1].sum() / len(acc)) if len(acc) else None
         ci = None
         if spec is not None and len(acc):
             ci = list(cluster_bootstrap(acc, [clusters[i] for i in idx], lambda s: safe_ratio(s[:, 1], s[:, 0]), spec))
-        row: dict[str, Any] = {"policy": kind, "k": k, "n": len(idx),
+        row: dict[str, Any] = {"policy": kind, "k": k, "n": len(idx), "undecided": len(passes) - len(idx),
                                "acceptance": {"value": val, "counts": {"accepted": int(acc[:, 1].sum()), "n": len(acc)},
                                               "ci": ci}}
         if has_gold:
