@@ -142,3 +142,28 @@ def test_random_predictions_with_passes_and_wandb_offline(tmp_path, gsm8k, monke
     assert len(runs) == 1 and any(runs[0].rglob("*.wandb"))
     report = (tmp_path / "out" / "report.md").read_text()
     assert "k_curve.png" in report and (tmp_path / "out" / "k_curve.png").exists()
+
+
+def test_scores_rows_written_by_the_judging_engine(tmp_path, gsm8k):
+    """Predictions in the exact ``eval.judge`` format (``verifier.judging.judgment_to_row``)."""
+    from verifier.aggregate import AggregationPolicy, aggregate
+    from verifier.judging import Judgment, judgment_to_row
+    from verifier.parser import format_verification, parse_verification
+
+    records = load_processbench(gsm8k)[:40]
+    gold = tmp_path / "gold.jsonl"
+    write_jsonl(gold, records)
+    rng = random.Random(9)
+    rows, expected_accept = [], 0
+    for r in records:
+        texts = [format_verification(rng.choice(["valid", "invalid"]), 0, "why") for _ in range(4)]
+        passes = [parse_verification(t, len(r.proof_steps)) for t in texts]
+        agg = aggregate(passes, AggregationPolicy(n=4))
+        expected_accept += agg.accepts
+        rows.append(judgment_to_row(Judgment(r.id, agg, passes, seeds=list(range(4)), n=4)))
+    preds = tmp_path / "judge.jsonl"
+    write_jsonl(preds, rows)
+    doc = run(_cfg(tmp_path, gold, preds, "report=false"))
+    assert doc["counts"]["accepted"] == expected_accept
+    assert doc["k_curve"][3]["acceptance"]["counts"] == {"accepted": expected_accept, "n": 40}
+    assert "meta.tpr" not in doc
