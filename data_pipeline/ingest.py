@@ -3,7 +3,7 @@
 ``python -m data_pipeline.ingest input=PATH out=DIR [on_error=raise|skip]``
 
 Reads JSONL (our trajectory layout with the annotation nested under ``annotation``, or
-flat rows with the appendix C fields at top level) or CSV (one column per trajectory
+flat rows with the appendix C fields at top level; a ``.json`` array of such rows) or CSV (one column per trajectory
 field and per annotation field; ``proof_steps`` as a JSON list, or a ``proof`` text
 column split on ``Step k:`` markers; ``meta`` as a JSON object). Column names are
 normalised ("First Fatal Error Step" -> ``first_fatal_error_step``) and the annotators'
@@ -179,14 +179,14 @@ def input_files(path: str | os.PathLike) -> list[Path]:
     """The export files under ``path`` (a file, or a folder of ``*.jsonl``/``*.csv``)."""
     p = Path(path)
     if p.is_dir():
-        files = sorted(f for f in p.iterdir() if f.suffix.lower() in (".jsonl", ".csv"))
+        files = sorted(f for f in p.iterdir() if f.suffix.lower() in (".jsonl", ".csv", ".json"))
         if not files:
-            raise FileNotFoundError(f"{p}: no *.jsonl or *.csv files in this folder")
+            raise FileNotFoundError(f"{p}: no *.jsonl, *.csv or *.json files in this folder")
         return files
     if not p.exists():
         raise FileNotFoundError(f"{p}: no such file")
     if p.suffix.lower() not in (".jsonl", ".csv", ".json"):
-        raise ValueError(f"{p}: expected a .jsonl or .csv file (got {p.suffix!r})")
+        raise ValueError(f"{p}: expected a .jsonl, .csv or .json file (got {p.suffix!r})")
     return [p]
 
 
@@ -206,6 +206,17 @@ def iter_rows(path: Path) -> Iterator[tuple[int, Any, bool]]:
                     yield reader.line_num, RecordError(None, "<csv>", f"malformed CSV: {e}", reader.line_num), True
                     return
                 yield reader.line_num, row, True
+    elif path.suffix.lower() == ".json":  # one JSON array of records
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            yield e.lineno, RecordError(None, "<json>", f"invalid JSON: {e.msg}", e.lineno), False
+            return
+        if not isinstance(data, list):
+            yield 1, RecordError(None, "<json>", "expected a JSON array of records", 1), False
+            return
+        for i, obj in enumerate(data, 1):
+            yield i, obj, False  # "line" = position in the array
     else:
         for n, obj in iter_jsonl(path):
             yield n, obj, False

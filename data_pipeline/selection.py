@@ -51,6 +51,7 @@ class SelectJudgeConfig:
     run_seed: int = 0
     with_reference: bool = True
     model: str | None = None  # e.g. a LoRA adapter name on the server
+    cache: str | None = None  # SQLite pass cache (verifier.judging.PassCache): no pass generated twice
 
 
 @dataclass
@@ -216,26 +217,26 @@ def judge_rows(trajs: Sequence[ProofTrajectory], cfg: SelectConfig, out: Path) -
             pass
         done = {str(r["id"]): r for r in read_jsonl(path)}
     todo = [t for t in trajs if t.id not in done]
-    engine = OpenAIEngine(cfg.endpoint)
-    try:
-        from verifier.judging import JudgeConfig, judge_trajectories, judgment_to_row
-    except ImportError:  # pragma: no cover - before the judging module lands
-        judge_trajectories = None
+    from verifier.judging import JudgeConfig, PassCache, judge_trajectories, judgment_to_row
+
+    jc = JudgeConfig(n=cfg.judge.n, policy="pessimistic", early_stop=False, run_seed=cfg.judge.run_seed,
+                     with_reference=cfg.judge.with_reference, temperature=cfg.judge.temperature,
+                     top_p=cfg.judge.top_p, max_tokens=cfg.judge.max_tokens, model=cfg.judge.model)
     with JsonlAppender(path) as app:
-        if judge_trajectories is not None:
-            jc = JudgeConfig(n=cfg.judge.n, policy="pessimistic", early_stop=False, run_seed=cfg.judge.run_seed,
-                             with_reference=cfg.judge.with_reference, temperature=cfg.judge.temperature,
-                             top_p=cfg.judge.top_p, max_tokens=cfg.judge.max_tokens, model=cfg.judge.model)
 
-            def keep(j) -> None:
-                if j.complete:
-                    row = judgment_to_row(j)
-                    app.write(row)
-                    done[j.id] = row
+        def keep(j) -> None:
+            if j.complete:  # a failed request is not persisted; the next run redoes it
+                row = judgment_to_row(j)
+                app.write(row)
+                done[j.id] = row
 
-            judge_trajectories(todo, engine, jc, on_judgment=keep, progress=cfg.progress)
-        else:  # pragma: no cover
-            raise ImportError("verifier.judging is required to judge on an engine")
+        cache = PassCache(cfg.judge.cache) if cfg.judge.cache else None
+        try:
+            judge_trajectories(todo, OpenAIEngine(cfg.endpoint), jc, cache=cache, on_judgment=keep,
+                               progress=cfg.progress)
+        finally:
+            if cache is not None:
+                cache.close()
     missing = [t.id for t in trajs if t.id not in done]
     if missing:
         raise RuntimeError(f"{len(missing)} trajectories have no complete judgment (requests failed), e.g. "

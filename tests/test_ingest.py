@@ -66,6 +66,9 @@ def test_jsonl_roundtrip_dataset_and_card(tmp_path):
     assert "excluded (report_error_case, kept in `excluded.jsonl`): 1" in card
     assert "| synthetic | 39 |" in card and "| UG |" in card and "| arithmetic |" in card
     assert len((out / "excluded.jsonl").read_text().splitlines()) == 1
+    (tmp_path / "arr.json").write_text(json.dumps([t.to_dict() for t in trajs[:3]] + [{"id": "x"}]))
+    arr = ingest(IngestConfig(input=str(tmp_path / "arr.json"), progress=False))
+    assert len(arr.records) == 3 and [(e.record_id, e.field, e.line) for e in arr.errors] == [("x", "problem", 4)]
 
 
 def test_csv_with_annotator_forms_and_extra_columns(tmp_path):

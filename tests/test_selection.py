@@ -67,6 +67,15 @@ def test_filters_budget_and_cap():
         select(trajs, rows + [jrow("ghost", "v")], SelectConfig())
 
 
+def test_config_mirrors_schema():
+    from verifier.config import compose
+
+    cfg = compose("select", SelectConfig, ["judge.n=4", "budget=10", "per_problem_cap=2", "outcome=verdict_step"])
+    assert isinstance(cfg, SelectConfig) and isinstance(cfg.judge, SelectJudgeConfig)
+    assert (cfg.judge.n, cfg.budget, cfg.per_problem_cap, cfg.outcome, cfg.endpoint.model) == \
+        (4, 10, 2, "verdict_step", "artifacts/tiny-model")
+
+
 def test_vectorised_matches_per_trajectory_reference():
     rng = np.random.default_rng(1)
     n_traj, passes = 400, 6
@@ -104,7 +113,8 @@ def test_engine_path_on_vllm_resume_and_cli(endpoint, tmp_path):
     write_jsonl(tmp_path / "cand.jsonl", trajs)
     ep = dataclasses.replace(endpoint, extra_body={"structured_outputs": {"regex": synthetic_verdict_regex(60)}})
     cfg = SelectConfig(trajectories=str(tmp_path / "cand.jsonl"), out=str(tmp_path / "sel"), endpoint=ep,
-                       judge=SelectJudgeConfig(n=4, max_tokens=64, run_seed=1), budget=4, per_problem_cap=1,
+                       judge=SelectJudgeConfig(n=4, max_tokens=64, run_seed=1,
+                                                cache=str(tmp_path / "passes.sqlite")), budget=4, per_problem_cap=1,
                        progress=False)
     df = run(cfg)
     judged = read_jsonl(tmp_path / "sel" / "judgments.jsonl")
@@ -122,6 +132,8 @@ def test_engine_path_on_vllm_resume_and_cli(endpoint, tmp_path):
     again = read_jsonl(tmp_path / "sel" / "judgments.jsonl")
     assert len(again) == 10
     assert df_again.sort_values("id")["entropy"].tolist() == df.sort_values("id")["entropy"].tolist()
+    first = {r["id"]: r["passes"] for r in judged}
+    assert {r["id"]: r["passes"] for r in again} == first  # re-judged passes come from the cache
     # CLI over the judgments file gives the same scores
     r = subprocess.run([sys.executable, "-m", "data_pipeline.selection", f"trajectories={tmp_path / 'cand.jsonl'}",
                         f"judgments={tmp_path / 'sel' / 'judgments.jsonl'}", f"out={tmp_path / 'cli'}", "budget=4",
