@@ -21,7 +21,8 @@ Generation is deterministic for a seed (each problem has its own ``random.Random
 
 ``gold_verification(traj)`` is the canonical verifier answer (``format_verification``) with
 a rationale that names the failing step, for SFT targets; ``style="stepwise"`` re-checks every
-step up to the first fatal one (what a tiny model can learn), ``style="short"`` names only the errors.
+step up to the first fatal one ("Step 1: 151 + 37 = 188, not 198, fatal error."; local checks a tiny
+model can learn, in words its tokenizer knows), ``style="short"`` is the reviewer comment.
 """
 
 from __future__ import annotations
@@ -370,26 +371,26 @@ def gold_verification(traj: ProofTrajectory, style: str = "stepwise") -> str:
         if parsed is None:  # final answer step
             claimed = traj.proof_steps[i].rstrip(".").split(" ")[-1]
             if i == fatal:
-                lines.append(f"Step {i}: the result is {prev_value}, but the proof says {claimed}. Fatal error.")
+                lines.append(f"Step {i}: the answer is {prev_value}, not {claimed}, fatal error.")
             else:
-                lines.append(f"Step {i}: the answer {claimed} matches.")
+                lines.append(f"Step {i}: the answer {claimed} is correct.")
             continue
         left, op, right, eq, result = parsed
         if i == fatal and info.get("fatal_kind") == "wrong_operand":
-            lines.append(f"Step {i}: step {i - 1} gave {prev_value}, but the proof uses {left}. Fatal error.")
+            lines.append(f"Step {i}: the value from step {i - 1} is {prev_value}, not {left}, fatal error.")
             break
         a = int(left[:-1] if var else left)
         b = int(right[:-1] if (var and op != "*") else right)
         true = _term(_apply(a, op, b), var)
         if true != result:
-            lines.append(f"Step {i}: {left} {op} {right} = {true}, but the proof says {result}. Fatal error.")
+            lines.append(f"Step {i}: {left} {op} {right} = {true}, not {result}, fatal error.")
             break
-        note = f", but {eq} should be =, a recoverable slip" if eq != "=" else ""
+        note = f"; {eq} for = is a recoverable error" if eq != "=" else ""
         lines.append(f"Step {i}: {left} {op} {right} = {true}, correct{note}.")
         prev_value = result
     if fatal == NO_STEP:
         lines.append("All steps are correct." if not ann.recoverable_error_steps
-                     else "No fatal error; the proof is valid.")
+                     else "No fatal error, so the proof is valid.")
     return format_verification(Verdict.INVALID if fatal != NO_STEP else Verdict.VALID, fatal, "\n".join(lines))
 
 
