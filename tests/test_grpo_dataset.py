@@ -76,3 +76,19 @@ def test_cli_writes_rows_the_reward_reads(sources):
         assert "Reference solution" not in row["prompt"][0]["content"]  # with_reference: false by default
     summary = json.loads((d / "out" / "summary.json").read_text())
     assert summary["rows"] == 34 and summary["variant"] == "pos_aug"
+
+
+def test_pipeline_without_a_model(tmp_path):
+    """synthetic -> ingest -> held-out split -> extra annotations -> GRPO variant, leak-free by problem."""
+    from data_pipeline import ingest, splits
+
+    write_jsonl(tmp_path / "syn.jsonl", generate_synthetic(300, seed=0))
+    ingest.run(ingest.IngestConfig(input=str(tmp_path / "syn.jsonl"), out=str(tmp_path / "base"), progress=False))
+    sp = splits.run(splits.SplitConfig(input=str(tmp_path / "base"), out=str(tmp_path / "split")))
+    assert len(sp.held_out) == 94
+    write_jsonl(tmp_path / "extra.jsonl", generate_synthetic(40, seed=1, id_prefix="cand", valid_fraction=0.2))
+    cfg = GrpoDataConfig(variant="extra_ann", base=str(tmp_path / "split" / "train.jsonl"),
+                         extra=str(tmp_path / "extra.jsonl"), held_out=str(tmp_path / "split" / "held_out.jsonl"))
+    trajs, counts = variant_trajectories(cfg)
+    assert counts["by_origin"] == {"base": 206, "extra": 40}
+    assert not {t.problem_id for t in trajs} & {t.problem_id for t in sp.held_out}
