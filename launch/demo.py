@@ -1,61 +1,383 @@
-"""`make demo`: the main job on the embedded default (tiny model, bundled data).
+"""`make demo`: the whole AdvancedMathBench verifier pipeline on the embedded default, CPU only.
 
-Stages so far: build the tiny model; serve it with vLLM; judge ProcessBench gsm8k
-proofs with 8 passes each; write the judgments. The last line printed is the path
-of what it wrote.
+``python launch/demo.py [out=runs/demo] [sft_steps=30] [grpo_steps=4] [processbench_limit=40]``
+(schema :class:`DemoConfig`, ``configs/demo.yaml``; docs/demo.md).
+
+Every stage is the command a user would type (``python -m ...`` / ``python training/...`` with Hydra
+overrides), printed before it runs; its output streams to the console and to ``OUT/logs/``:
+
+1. tiny model (``verifier.tiny_model``), then vLLM server A on it (base model: uncertainty judge,
+   repair generator and verifier, LLM meta-verifier of the GRPO reward), started in the background;
+2. synthetic annotated set and candidate proofs (``data_pipeline.synthetic``);
+3. ingestion (``data_pipeline.ingest``) and the held-out split (``data_pipeline.splits``, 94, section 5.4);
+4. verifier-uncertainty selection (section 4.1) with judgments of server A, ingestion of the queue;
+5. repair augmentation (section 4.2), generator and pessimistic verifier on server A;
+6. the GRPO data variant ``pos_aug`` (``data_pipeline.grpo_dataset``);
+7. SFT warm start (``training/sft.py``) and GRPO with the Meta-Ver-RL reward (section 4.3) graded by
+   the LLM meta-verifier on server A (vLLM structured outputs keep its grades parseable);
+8. vLLM server B on the trained verifier; VerifierBench (``eval.verifierbench``) on the held-out set
+   and on the ProcessBench gsm8k split (first ``processbench_limit`` records), 8-pass pessimistic
+   judging (section 4.4), W&B offline runs;
+9. ``OUT/metrics.json`` and ``OUT/report.md`` linking every stage's outputs and per-evaluation reports.
+
+The last line printed is the path of the report.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
+import subprocess
 import sys
+import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+# vLLM structured outputs: the tiny random model can only emit well-formed answers (its choices stay random).
+VERDICT_REGEX = r"<final_answer>\nverdict: (valid\nfirst_error_step: -1|invalid\nfirst_error_step: [0-3])\n</final_answer>"
+GRADE_REGEX = r"<final_answer>\ngrade: (EXACT_MATCH|BASIC_MATCH|POOR_MATCH|WRONG_POLARITY)\n</final_answer>"
 
-def _free_port() -> int:
+
+@dataclass
+class DemoConfig:
+    """Sizes of the CPU demo (``configs/demo.yaml``)."""
+
+    out: str = "runs/demo"
+    seed: int = 0
+    n_base: int = 300
+    n_candidates: int = 96
+    synthetic_knobs: dict[str, Any] = field(default_factory=lambda: {
+        "min_steps": 3, "max_steps": 4, "max_operand": 20, "recoverable_rate": 0.0, "qe_fraction": 0.0})
+    held_out_size: int = 94
+    select_n: int = 8
+    select_budget: int = 24
+    augment_accept_percent: int = 95
+    judge_max_tokens: int = 64
+    prompt_template: str = "verify_compact"
+    sft_steps: int = 30
+    sft_batch_size: int = 8
+    sft_learning_rate: float = 1e-3
+    grpo_steps: int = 4
+    grpo_batch_size: int = 8
+    grpo_num_generations: int = 4
+    grpo_max_completion_length: int = 48
+    meta_judge_max_tokens: int = 48
+    eval_n: int = 8
+    processbench_split: str = "gsm8k"
+    processbench_limit: int | None = 40
+    bootstrap_n: int = 200
+    api_key: str = "demo-key"
+    startup_timeout_s: float = 600.0
+
+
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def main() -> None:
-    from data_pipeline.importers import SHARED_DATA, load_processbench
-    from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
-    from verifier.parser import parse_verification
-    from verifier.serve import ServeConfig, VLLMServer
-    from verifier.templates import as_messages, verification_prompt
-    from verifier.tiny_model import TinyModelConfig, build
+def hydra_value(s: str) -> str:
+    """A Hydra override value as a single-quoted string (backslashes kept, quotes escaped)."""
+    return "'" + s.replace("'", "\\'") + "'"
 
-    out = REPO / "runs" / "demo"
-    out.mkdir(parents=True, exist_ok=True)
-    print("[1/3] building the tiny model", flush=True)
-    model = build(TinyModelConfig(out=str(REPO / "artifacts" / "tiny-model")))
-    print(f"      wrote {model}")
-    print("[2/3] serving it with vLLM", flush=True)
-    server = VLLMServer(ServeConfig(model=str(model), port=_free_port(), api_key="demo-key",
-                                    log_file=str(out / "vllm.log"), omp_num_threads=1)).start()
+
+def endpoint_item(url: str, model: str, regex: str | None = None) -> str:
+    """One EndpointConfig as a Hydra dict literal, optionally with a structured-outputs regex."""
+    extra = f", extra_body: {{structured_outputs: {{regex: {hydra_value(regex)}}}}}" if regex else ""
+    return f"{{base_url: {url}, model: {model}{extra}}}"
+
+
+def structured(regex: str) -> str:
+    return f"{{structured_outputs: {{regex: {hydra_value(regex)}}}}}"
+
+
+def child_env(cfg: DemoConfig) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"), TOKENIZERS_PARALLELISM="false",
+               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VERIFIER_API_KEY=cfg.api_key,
+               PYTHONPATH=str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""))
+    if not env.get("WANDB_API_KEY"):
+        env["WANDB_MODE"] = "offline"
+    return env
+
+
+@dataclass
+class Stage:
+    name: str
+    command: list[str]
+    outputs: dict[str, str]
+    seconds: float = 0.0
+    log: str = ""
+
+
+class Demo:
+    """Runs the stages, records commands, times and outputs."""
+
+    def __init__(self, cfg: DemoConfig):
+        self.cfg = cfg
+        self.out = Path(cfg.out)
+        self.logs = self.out / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.env = child_env(cfg)
+        self.stages: list[Stage] = []
+        self.t0 = time.monotonic()
+
+    def banner(self, text: str) -> None:
+        print(f"\n=== [{time.monotonic() - self.t0:6.0f}s] {text}", flush=True)
+
+    def run(self, name: str, args: list[str], outputs: dict[str, str]) -> Stage:
+        """Run ``python ARGS`` (the user's command), streaming its output; fail loudly."""
+        cmd = [sys.executable, *args]
+        shown = "python " + shlex.join(args)
+        self.banner(name)
+        print(f"$ {shown}", flush=True)
+        log = self.logs / f"{len(self.stages) + 1:02d}-{name.split()[0].lower()}.log"
+        t = time.monotonic()
+        with open(log, "wb") as f:
+            proc = subprocess.Popen(cmd, cwd=REPO, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            assert proc.stdout is not None
+            while chunk := proc.stdout.read1(4096):
+                f.write(chunk)
+                sys.stdout.buffer.write(chunk)
+                sys.stdout.flush()
+            rc = proc.wait()
+        st = Stage(name, ["python", *args], outputs, time.monotonic() - t, str(log))
+        self.stages.append(st)
+        if rc != 0:
+            raise SystemExit(f"stage {name!r} failed with exit code {rc}; log: {log}\ncommand: {shown}")
+        print(f"--- {name}: {st.seconds:.0f}s; wrote:", flush=True)
+        for what, path in outputs.items():
+            flag = "" if Path(path).exists() else "  (missing!)"
+            print(f"    {what}: {path}{flag}", flush=True)
+        return st
+
+    def record(self, name: str, command: list[str], outputs: dict[str, str], seconds: float, log: str = "") -> None:
+        self.stages.append(Stage(name, command, outputs, seconds, log))
+
+
+def start_server(demo: Demo, name: str, model: str, served: str, log: str, wait: bool):
+    from verifier.serve import ServeConfig, VLLMServer, server_args
+
+    cfg = ServeConfig(model=model, served_model_name=served, port=free_port(), api_key=demo.cfg.api_key,
+                      log_file=log, omp_num_threads=1, startup_timeout_s=demo.cfg.startup_timeout_s)
+    server = VLLMServer(cfg)
+    demo.banner(f"vLLM server {name}: {served} <- {model}")
+    # verifier.serve.VLLMServer runs exactly this vLLM command (API key through VLLM_API_KEY, never argv)
+    print("$ " + shlex.join(["python", *server_args(cfg)[1:]]), flush=True)
+    server.start(wait=False)
+    server.t_start = time.monotonic()  # type: ignore[attr-defined]
+    if wait:
+        wait_server(demo, name, server)
+    return server
+
+
+def wait_server(demo: Demo, name: str, server) -> None:
+    server.wait_healthy()
+    dt = time.monotonic() - server.t_start
+    print(f"--- vLLM server {name} ready at {server.base_url} after {dt:.0f}s (log {server.cfg.log_file})", flush=True)
+    demo.record(f"vLLM server {name}", ["python", "-m", "vllm.entrypoints.openai.api_server", "--model",
+                                        str(server.cfg.model), "--served-model-name", server.model_name],
+                {"log": str(server.cfg.log_file)}, dt)
+
+
+def pipeline(cfg: DemoConfig) -> Path:
+    out = Path(cfg.out)
+    demo = Demo(cfg)
+    d = {k: str(out / k) for k in ("tiny-model", "synthetic", "candidates", "base", "split", "selection", "extra",
+                                   "augment", "grpo_data", "sft", "grpo", "eval_heldout", "eval_processbench")}
+    knobs = [f"{k}={v}" for k, v in cfg.synthetic_knobs.items()]
+    servers = []
     try:
-        print("[3/3] judging ProcessBench gsm8k proofs (8 passes each)", flush=True)
-        trajs = load_processbench(SHARED_DATA / "processbench" / "gsm8k.json")[:16]
-        engine = OpenAIEngine(EndpointConfig(base_url=server.base_url, api_key="demo-key", model=server.model_name))
-        reqs = [GenerationRequest(as_messages(verification_prompt(t)), n=8, seed=base_seed(t.id), key=t.id)
-                for t in trajs]
-        results = engine.generate(reqs, SamplingConfig(max_tokens=64), progress=True)
-        path = out / "judgments.jsonl"
-        with open(path, "w") as f:
-            for t, samples in zip(trajs, results):
-                passes = [parse_verification(s.text, len(t.proof_steps)) for s in samples]
-                f.write(json.dumps({"id": t.id, "passes": [{"index": i, **p.to_dict()} for i, p in enumerate(passes)]}) + "\n")
-        print(f"      wrote {path}")
+        demo.run("tiny model", ["-m", "verifier.tiny_model", f"out={d['tiny-model']}", f"seed={cfg.seed}"],
+                 {"model + tokenizer": d["tiny-model"]})
+        a = start_server(demo, "A", d["tiny-model"], "tiny-base", str(out / "logs" / "vllm-A.log"), wait=False)
+        servers.append(a)
+        demo.run("synthetic annotated set", ["-m", "data_pipeline.synthetic", f"out={d['synthetic']}",
+                                             f"n={cfg.n_base}", f"seed={cfg.seed}", *knobs],
+                 {"trajectories": f"{d['synthetic']}/synthetic.jsonl", "summary": f"{d['synthetic']}/summary.json"})
+        demo.run("synthetic candidates", ["-m", "data_pipeline.synthetic", f"out={d['candidates']}",
+                                          f"n={cfg.n_candidates}", f"seed={cfg.seed + 1}", "id_prefix=cand", *knobs],
+                 {"candidate proofs": f"{d['candidates']}/synthetic.jsonl"})
+        demo.run("ingest annotations", ["-m", "data_pipeline.ingest", f"input={d['synthetic']}/synthetic.jsonl",
+                                        f"out={d['base']}"],
+                 {"dataset card": f"{d['base']}/README.md", "trajectories": f"{d['base']}/trajectories.jsonl",
+                  "summary": f"{d['base']}/ingest_summary.json"})
+        demo.run("held-out split", ["-m", "data_pipeline.splits", f"input={d['base']}", f"out={d['split']}",
+                                    f"held_out_size={cfg.held_out_size}", f"seed={cfg.seed}"],
+                 {"train": f"{d['split']}/train.jsonl", "held_out": f"{d['split']}/held_out.jsonl",
+                  "summary": f"{d['split']}/split_summary.json"})
+        wait_server(demo, "A", a)
+        demo.run("uncertainty selection", [
+            "-m", "data_pipeline.selection", f"trajectories={d['candidates']}/synthetic.jsonl", f"out={d['selection']}",
+            f"endpoint.base_url={a.base_url}", f"endpoint.model={a.model_name}",
+            f"+endpoint.extra_body={structured(VERDICT_REGEX)}", f"judge.n={cfg.select_n}",
+            f"judge.max_tokens={cfg.judge_max_tokens}", f"budget={cfg.select_budget}", "per_problem_cap=1",
+            f"seed={cfg.seed}"],
+            {"annotation queue": f"{d['selection']}/annotation_queue.jsonl",
+             "judgments": f"{d['selection']}/judgments.jsonl", "entropy plot": f"{d['selection']}/entropy.png",
+             "summary": f"{d['selection']}/selection_summary.json"})
+        print("    (the synthetic candidates carry exact annotations: they stand in for the experts' work)")
+        demo.run("ingest selected", ["-m", "data_pipeline.ingest", f"input={d['selection']}/annotation_queue.jsonl",
+                                     f"out={d['extra']}"],
+                 {"extra annotations": f"{d['extra']}/trajectories.jsonl"})
+        from verifier.judging import synthetic_verdict_regex
+
+        demo.run("repair augmentation", [
+            "-m", "data_pipeline.augment", f"input={d['extra']}", f"out={d['augment']}",
+            f"generator.base_url={a.base_url}", f"generator.model={a.model_name}",
+            f"max_tokens={cfg.judge_max_tokens * 2}",
+            f"verifiers=[{endpoint_item(a.base_url, a.model_name, synthetic_verdict_regex(cfg.augment_accept_percent, 3))}]",
+            f"verify.n={cfg.eval_n}", f"verify.max_tokens={cfg.judge_max_tokens}", f"run_seed={cfg.seed}"],
+            {"positives": f"{d['augment']}/positives.jsonl", "rejected": f"{d['augment']}/rejected.jsonl",
+             "summary": f"{d['augment']}/augment_summary.json"})
+        print(f"    (the repair checker is the tiny random model steered to accept ~{cfg.augment_accept_percent}% of "
+              "passes: accepted repairs show the mechanics, not proof quality)")
+        demo.run("GRPO data (pos_aug)", [
+            "-m", "data_pipeline.grpo_dataset", "variant=pos_aug", f"base={d['split']}/train.jsonl",
+            f"extra={d['extra']}", f"augmented={d['augment']}/positives.jsonl",
+            f"held_out={d['split']}/held_out.jsonl", f"out={d['grpo_data']}"],
+            {"trajectories": f"{d['grpo_data']}/trajectories.jsonl", "summary": f"{d['grpo_data']}/summary.json"})
+        data = ["data.source=jsonl", f"data.train_path={d['grpo_data']}/trajectories.jsonl", "data.n_train=0",
+                f"data.prompt_template={cfg.prompt_template}", f"model.name_or_path={d['tiny-model']}"]
+        demo.run("SFT warm start", [
+            "training/sft.py", f"output_dir={d['sft']}", *data, "style=minimal", f"max_steps={cfg.sft_steps}",
+            f"per_device_train_batch_size={cfg.sft_batch_size}", f"learning_rate={cfg.sft_learning_rate}",
+            "warmup_steps=2", "logging_steps=5", f"seed={cfg.seed}"],
+            {"model": f"{d['sft']}/final", "log": f"{d['sft']}/sft_log.json"})
+        demo.run("GRPO (Meta-Ver-RL, LLM meta-verifier on vLLM)", [
+            "training/grpo.py", "experiment=meta_ver_rl", f"output_dir={d['grpo']}", f"init_from={d['sft']}/final",
+            *data, f"data.eval_path={d['split']}/held_out.jsonl", "reward.meta_judge=llm",
+            f"reward.endpoint.base_url={a.base_url}", f"reward.endpoint.model={a.model_name}",
+            f"+reward.endpoint.extra_body={structured(GRADE_REGEX)}",
+            f"reward.judge_max_tokens={cfg.meta_judge_max_tokens}", f"grpo.max_steps={cfg.grpo_steps}",
+            f"grpo.save_steps={cfg.grpo_steps}", f"grpo.per_device_train_batch_size={cfg.grpo_batch_size}",
+            f"grpo.num_generations={cfg.grpo_num_generations}",
+            f"grpo.max_completion_length={cfg.grpo_max_completion_length}", "eval.enabled=false"],
+            {"trained verifier": f"{d['grpo']}/final", "train log": f"{d['grpo']}/train_log.json",
+             "completions": f"{d['grpo']}/completions", "W&B offline run": f"{d['grpo']}/wandb"})
+        a.stop()
+        servers.remove(a)
+        b = start_server(demo, "B", f"{d['grpo']}/final", "verifier", str(out / "logs" / "vllm-B.log"), wait=True)
+        servers.append(b)
+        judge = [f"verifier.base_url={b.base_url}", f"verifier.model={b.model_name}", f"judge.n={cfg.eval_n}",
+                 "judge.policy=pessimistic", f"judge.template={cfg.prompt_template}",
+                 f"judge.max_tokens={cfg.judge_max_tokens}", f"bootstrap_n={cfg.bootstrap_n}", "meta.kind=rule"]
+        evals = {"held_out": (f"{d['split']}/held_out.jsonl", d["eval_heldout"], None),
+                 f"processbench_{cfg.processbench_split}": (None, d["eval_processbench"], cfg.processbench_limit)}
+        from data_pipeline.importers import SHARED_DATA
+
+        pb = SHARED_DATA / "processbench" / f"{cfg.processbench_split}.json"
+        evals[f"processbench_{cfg.processbench_split}"] = (str(pb), d["eval_processbench"], cfg.processbench_limit)
+        for label, (data_path, edir, limit) in evals.items():
+            if label.startswith("processbench"):
+                print(f"    ProcessBench {cfg.processbench_split}: {pb} (Zheng et al., 2024); "
+                      + (f"SUBSET: the first {limit} records, to fit the CPU time budget" if limit else "all records"))
+            demo.run(f"VerifierBench {label}", [
+                "-m", "eval.verifierbench", f"data={data_path}", f"out={edir}", *judge,
+                *([f"limit={limit}"] if limit else []), "title=" + hydra_value(f"VerifierBench {label}: trained tiny verifier (pessimistic, n={cfg.eval_n})"), f"wandb.dir={out}/wandb", f"wandb.name=demo-{label}"],
+                {"metrics": f"{edir}/metrics.json", "report": f"{edir}/report.md",
+                 "judgments": f"{edir}/judgments.jsonl", "browser": f"{edir}/browser/index.html"})
+        b.stop()
+        servers.remove(b)
     finally:
-        server.stop()
-    print(path)
+        for s in servers:
+            s.stop()
+    return write_summary(demo, d, evals)
+
+
+def _metric(doc: dict[str, Any], *keys: str) -> Any:
+    for k in keys:
+        if not isinstance(doc, dict) or k not in doc:
+            return None
+        doc = doc[k]
+    return doc.get("value") if isinstance(doc, dict) and "value" in doc else doc
+
+
+def _fmt(v: Any) -> str:
+    return "—" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
+
+
+def write_summary(demo: Demo, d: dict[str, str], evals: dict[str, tuple]) -> Path:
+    """OUT/metrics.json and OUT/report.md: stages (command, seconds, outputs) and evaluation headlines."""
+    out = demo.out
+    total = time.monotonic() - demo.t0
+    ev = {}
+    for label, (_, edir, limit) in evals.items():
+        p = Path(edir) / "metrics.json"
+        ev[label] = {"dir": edir, "limit": limit, "metrics": json.loads(p.read_text()) if p.exists() else None}
+    grpo_cfg = Path(d["grpo"]) / "train_log.json"
+    doc = {"wall_s": round(total, 1), "config": asdict(demo.cfg),
+           "stages": [{"name": s.name, "command": s.command, "seconds": round(s.seconds, 1), "outputs": s.outputs,
+                       "log": s.log} for s in demo.stages],
+           "evaluations": {k: {"dir": v["dir"], "limit": v["limit"],
+                               **{m: _metric(v["metrics"] or {}, *m.split(".")) for m in (
+                                   "rough.tpr", "rough.tnr", "rough.balanced_f1", "meta.tpr", "meta.tnr",
+                                   "meta.balanced_f1", "processbench.f1")}} for k, v in ev.items()},
+           "grpo_train_log": str(grpo_cfg)}
+    (out / "metrics.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
+
+    def rel(p: str) -> str:
+        try:
+            return os.path.relpath(p, out)
+        except ValueError:
+            return p
+
+    lines = ["# Demo: the verifier pipeline end to end (tiny model, CPU)", "",
+             f"Wall time {total / 60:.1f} min. Every stage below is a command you can run yourself; "
+             "logs are in `logs/`. The tiny model has random weights and learns only briefly, so the numbers "
+             "show the pipeline works, not a good verifier.", "",
+             "## Stages", "", "| # | stage | seconds | outputs |", "|---|---|---|---|"]
+    for i, s in enumerate(demo.stages, 1):
+        outs = ", ".join(f"[{k}]({rel(v)})" for k, v in s.outputs.items())
+        lines.append(f"| {i} | {s.name} | {s.seconds:.0f} | {outs} |")
+    lines += ["", "## Evaluations (trained verifier, 8-pass pessimistic judging)", "",
+              "| set | records | Rough TPR | Rough TNR | Rough F1 | Meta TPR | Meta TNR | Meta F1 | ProcessBench F1 | report |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for label, v in ev.items():
+        m = v["metrics"] or {}
+        n = _metric(m, "n_records") or _metric(m, "alignment", "n_gold") or (v["limit"] or "all")
+        cells = [_fmt(_metric(m, *k.split("."))) for k in ("rough.tpr", "rough.tnr", "rough.balanced_f1",
+                                                               "meta.tpr", "meta.tnr", "meta.balanced_f1",
+                                                               "processbench.f1")]
+        lines.append(f"| {label} | {n} | " + " | ".join(cells) + f" | [report]({rel(v['dir'])}/report.md) |")
+    if any(v["limit"] for v in ev.values()):
+        lines += ["", "ProcessBench: only the first "
+                  + ", ".join(str(v["limit"]) for v in ev.values() if v["limit"])
+                  + " records are judged, to fit the 15-minute CPU budget (`processbench_limit=null` for all)."]
+    lines += ["", "## Plots", ""]
+    for label, v in ev.items():
+        for png in sorted(Path(v["dir"]).glob("*.png")):
+            lines.append(f"![{label}: {png.stem}]({rel(str(png))})")
+    sel = Path(d["selection"]) / "entropy.png"
+    if sel.exists():
+        lines.append(f"![uncertainty selection: entropy]({rel(str(sel))})")
+    lines += ["", "## Commands", "", "```bash"]
+    lines += [shlex.join(s.command) for s in demo.stages]
+    lines += ["```", "", f"Machine-readable summary: [metrics.json](metrics.json). W&B offline runs: "
+              f"`{rel(str(out / 'wandb'))}`, `{rel(d['grpo'])}/wandb` (`wandb sync DIR` uploads them).", ""]
+    report = out / "report.md"
+    report.write_text("\n".join(lines))
+    demo.banner(f"done in {total / 60:.1f} min: {out / 'metrics.json'}")
+    return report
+
+
+def main() -> None:
+    from verifier.config import hydra_main
+
+    @hydra_main("demo", DemoConfig)
+    def _main(cfg: DemoConfig) -> None:
+        report = pipeline(cfg)
+        print(report, flush=True)
+
+    _main()
 
 
 if __name__ == "__main__":
