@@ -45,23 +45,24 @@ class BenchConfig:
     num_layers: int = 2
     intermediate_size: int = 384
     # task
-    n_sft: int = 640
+    n_sft: int = 800
     n_grpo: int = 256
-    n_eval: int = 64
+    n_eval: int = 96
     min_steps: int = 3
     max_steps: int = 3
     max_operand: int = 9
     fatal_kinds: str = "wrong_operand,wrong_final"
     # SFT
-    sft_steps: int = 80
+    sft_steps: int = 100
     sft_batch: int = 8
     sft_lr: float = 3e-3
     style: str = "minimal"
     # GRPO
-    grpo_steps: int = 30
-    grpo_batch: int = 16  # completions per step (B x G)
-    num_generations: int = 4
-    grpo_lr: float = 2e-4
+    grpo_steps: int = 40
+    grpo_batch: int = 32  # completions per step (B x G)
+    num_generations: int = 8
+    grpo_lr: float = 3e-4
+    format_weight: float = 0.5  # format component added to both rewards (composable weights)
     max_completion_length: int = 40
     temperature: float = 1.0
     # eval
@@ -172,9 +173,10 @@ def main(argv: list[str] | None = None) -> None:
         return m
 
     results["sft"] = evaluate("sft", False, {"meta": 1.0})
-    results["meta_ver_rl"] = evaluate("meta_ver_rl", True, {"meta": 1.0})
+    fmt = {"format": cfg.format_weight} if cfg.format_weight else {}
+    results["meta_ver_rl"] = evaluate("meta_ver_rl", True, {**fmt, "meta": 1.0})
     if not cfg.skip_rough:
-        results["rough_rl"] = evaluate("rough_rl", True, {"rough": 1.0, "meta": 0.0})
+        results["rough_rl"] = evaluate("rough_rl", True, {**fmt, "rough": 1.0, "meta": 0.0})
 
     before = results["sft"]["per_record_reward_mean"]
     rows = []

@@ -33,8 +33,8 @@ def _tiny(tiny_model) -> list[str]:
 
 def test_smoke_accelerate_launch_writes_checkpoint_metrics_and_offline_wandb(tmp_path, tiny_model):
     out = tmp_path / "smoke"
-    cmd = [ACCELERATE, "launch", "--config_file", "launch/accelerate/cpu.yaml", "training/grpo.py",
-           "experiment=smoke", f"output_dir={out}", *_tiny(tiny_model)]
+    # the contract command; on a cluster add --config_file launch/accelerate/<zero2|zero3|...>.yaml
+    cmd = [ACCELERATE, "launch", "training/grpo.py", "experiment=smoke", f"output_dir={out}", *_tiny(tiny_model)]
     p = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     # checkpoints every 2 steps, complete
@@ -61,8 +61,8 @@ def test_smoke_accelerate_launch_writes_checkpoint_metrics_and_offline_wandb(tmp
     assert tables, "no completions table logged to W&B"
     cols = json.loads(tables[0].read_text())["columns"]
     assert "meta_grade" in cols and "meta_rationale" in cols
-    assert "smoke" in (runs[0] / "files" / "config.yaml").read_text() if (runs[0] / "files" / "config.yaml").exists() \
-        else True
+    log = next(runs[0].glob("run-*.wandb")).read_bytes()  # config and run name are in the offline run log
+    assert b"experiment_name" in log and b"smoke" in log
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["experiment_name"] == "smoke" and cfg["grpo"]["max_steps"] == 4
 
