@@ -62,14 +62,15 @@ class DemoConfig:
     augment_accept_percent: int = 95
     judge_max_tokens: int = 64
     prompt_template: str = "verify_compact"
-    sft_steps: int = 30
+    sft_steps: int = 80
     sft_batch_size: int = 8
-    sft_learning_rate: float = 1e-3
+    sft_learning_rate: float = 3e-3
     grpo_steps: int = 4
     grpo_batch_size: int = 8
     grpo_num_generations: int = 4
     grpo_max_completion_length: int = 48
     meta_judge_max_tokens: int = 48
+    meta_format_gate: bool = False  # false: the LLM meta-verifier grades every completion, parseable or not
     eval_n: int = 8
     processbench_split: str = "gsm8k"
     processbench_limit: int | None = 40
@@ -257,7 +258,8 @@ def pipeline(cfg: DemoConfig) -> Path:
             *data, f"data.eval_path={d['split']}/held_out.jsonl", "reward.meta_judge=llm",
             f"reward.endpoint.base_url={a.base_url}", f"reward.endpoint.model={a.model_name}",
             f"+reward.endpoint.extra_body={structured(GRADE_REGEX)}",
-            f"reward.judge_max_tokens={cfg.meta_judge_max_tokens}", f"grpo.max_steps={cfg.grpo_steps}",
+            f"reward.judge_max_tokens={cfg.meta_judge_max_tokens}",
+            f"reward.format_gate={str(cfg.meta_format_gate).lower()}", f"grpo.max_steps={cfg.grpo_steps}",
             f"grpo.save_steps={cfg.grpo_steps}", f"grpo.per_device_train_batch_size={cfg.grpo_batch_size}",
             f"grpo.num_generations={cfg.grpo_num_generations}",
             f"grpo.max_completion_length={cfg.grpo_max_completion_length}", "eval.enabled=false"],
@@ -294,6 +296,11 @@ def pipeline(cfg: DemoConfig) -> Path:
 
 
 def _metric(doc: dict[str, Any], *keys: str) -> Any:
+    """A metric value from an eval.score document (flat ``"rough.tpr": {value, ...}`` keys, or nested)."""
+    flat = ".".join(keys)
+    if isinstance(doc, dict) and flat in doc:
+        v = doc[flat]
+        return v.get("value") if isinstance(v, dict) else v
     for k in keys:
         if not isinstance(doc, dict) or k not in doc:
             return None
@@ -331,9 +338,9 @@ def write_summary(demo: Demo, d: dict[str, str], evals: dict[str, tuple]) -> Pat
             return p
 
     lines = ["# Demo: the verifier pipeline end to end (tiny model, CPU)", "",
-             f"Wall time {total / 60:.1f} min. Every stage below is a command you can run yourself; "
-             "logs are in `logs/`. The tiny model has random weights and learns only briefly, so the numbers "
-             "show the pipeline works, not a good verifier.", "",
+             (f"Wall time {total / 60:.1f} min. Every stage below is a command you can run yourself; "
+              "logs are in `logs/`. The tiny model has random weights and learns only briefly, so the numbers "
+              "show the pipeline works, not a good verifier."), "",
              "## Stages", "", "| # | stage | seconds | outputs |", "|---|---|---|---|"]
     for i, s in enumerate(demo.stages, 1):
         outs = ", ".join(f"[{k}]({rel(v)})" for k, v in s.outputs.items())
@@ -343,7 +350,7 @@ def write_summary(demo: Demo, d: dict[str, str], evals: dict[str, tuple]) -> Pat
               "|---|---|---|---|---|---|---|---|---|---|"]
     for label, v in ev.items():
         m = v["metrics"] or {}
-        n = _metric(m, "n_records") or _metric(m, "alignment", "n_gold") or (v["limit"] or "all")
+        n = _metric(m, "n") or v["limit"] or "all"
         cells = [_fmt(_metric(m, *k.split("."))) for k in ("rough.tpr", "rough.tnr", "rough.balanced_f1",
                                                                "meta.tpr", "meta.tnr", "meta.balanced_f1",
                                                                "processbench.f1")]
@@ -361,8 +368,8 @@ def write_summary(demo: Demo, d: dict[str, str], evals: dict[str, tuple]) -> Pat
         lines.append(f"![uncertainty selection: entropy]({rel(str(sel))})")
     lines += ["", "## Commands", "", "```bash"]
     lines += [shlex.join(s.command) for s in demo.stages]
-    lines += ["```", "", f"Machine-readable summary: [metrics.json](metrics.json). W&B offline runs: "
-              f"`{rel(str(out / 'wandb'))}`, `{rel(d['grpo'])}/wandb` (`wandb sync DIR` uploads them).", ""]
+    lines += ["```", "", (f"Machine-readable summary: [metrics.json](metrics.json). W&B offline runs: "
+                          f"`{rel(str(out / 'wandb'))}`, `{rel(d['grpo'])}/wandb` (`wandb sync DIR` uploads them)."), ""]
     report = out / "report.md"
     report.write_text("\n".join(lines))
     demo.banner(f"done in {total / 60:.1f} min: {out / 'metrics.json'}")

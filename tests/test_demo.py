@@ -9,6 +9,7 @@ fails here, in seconds, instead of ten minutes into the demo.
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import sys
 from pathlib import Path
@@ -52,6 +53,10 @@ class FakeServer:
 def recorded(tmp_path_factory):
     demo = _demo_module()
     out = tmp_path_factory.mktemp("demo")
+    # an evaluation result as eval.verifierbench writes it (flat metric keys): the summary must pick it up
+    (out / "eval_heldout").mkdir()
+    (out / "eval_heldout" / "metrics.json").write_text(
+        '{"rough.tpr": {"value": 0.25, "counts": {}, "ci": [0, 1]}, "meta.balanced_f1": {"value": 0.125}, "n": 94}')
     calls, servers = [], []
 
     def fake_run(self, name, args, outputs):
@@ -80,7 +85,7 @@ def _app(args):
 
 
 def test_stage_order_and_servers(recorded):
-    demo, out, calls, servers, report = recorded
+    _, out, calls, servers, report = recorded
     apps = [_app(a) for _, a, _ in calls]
     assert apps == ["verifier.tiny_model", "data_pipeline.synthetic", "data_pipeline.synthetic",
                     "data_pipeline.ingest", "data_pipeline.splits", "data_pipeline.selection",
@@ -99,15 +104,20 @@ def test_stage_order_and_servers(recorded):
     assert "limit=40" in calls[-1][1] and calls[-1][1][2].endswith("processbench/gsm8k.json")
     # the summary is written even with no evaluation output; the report is the returned path
     assert report == out / "report.md" and report.exists() and (out / "metrics.json").exists()
-    assert "first 40 records" in report.read_text()
+    text = report.read_text()
+    assert "first 40 records" in text
+    assert "| held_out | 94 | 0.250 | — | — | — | — | 0.125 | — |" in text
+    summary = json.loads((out / "metrics.json").read_text())
+    assert summary["evaluations"]["held_out"]["rough.tpr"] == 0.25
+    assert [s["name"] for s in summary["stages"]][0] == "tiny model" and len(summary["stages"]) == 13
 
 
 @pytest.mark.parametrize("index", range(1, 13))
 def test_every_command_composes(recorded, index):
     from verifier.config import compose
 
-    demo, out, calls, servers, _ = recorded
-    name, args, _ = calls[index]
+    demo, _, calls, _, _ = recorded
+    _, args, _ = calls[index]
     app = _app(args)
     config, schema = APPS[app]
     mod, cls = schema.split(":")
