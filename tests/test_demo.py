@@ -109,7 +109,7 @@ def test_stage_order_and_servers(recorded):
     assert "| held_out | 94 | 0.250 | — | — | — | — | 0.125 | — |" in text
     summary = json.loads((out / "metrics.json").read_text())
     assert summary["evaluations"]["held_out"]["rough.tpr"] == 0.25
-    assert [s["name"] for s in summary["stages"]][0] == "tiny model" and len(summary["stages"]) == 13
+    assert summary["stages"][0]["name"] == "tiny model" and len(summary["stages"]) == 13
 
 
 @pytest.mark.parametrize("index", range(1, 13))
