@@ -72,7 +72,7 @@ def load_prompts(n: int):
 
 def main() -> None:
     args = parse_args()
-    from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
+    from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, base_seed
     from verifier.judging import JudgeConfig, judge_trajectories, synthetic_verdict_regex
     from verifier.offline import OfflineConfig, VLLMOfflineEngine
     from verifier.serve import ServeConfig, VLLMServer
@@ -94,8 +94,8 @@ def main() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     key = "bench-key"
-    common = dict(max_model_len=args.max_model_len, kv_cache_memory_bytes="256M", max_num_seqs=256,
-                  max_num_batched_tokens=8192, enforce_eager=True, enable_chunked_prefill=False)
+    common = {"max_model_len": args.max_model_len, "kv_cache_memory_bytes": "256M", "max_num_seqs": 256,
+                  "max_num_batched_tokens": 8192, "enforce_eager": True, "enable_chunked_prefill": False}
     server = VLLMServer(ServeConfig(model=str(model), port=port, api_key=key, log_file=str(tmp / "server.log"),
                                     omp_num_threads=1, **common)).start()
     offline = None

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-
 from conftest import LORA_NAME
+
 from data_pipeline.importers import load_processbench
 from verifier.engine import GenerationRequest, OpenAIEngine, SamplingConfig
 from verifier.judging import JudgeConfig, judge_trajectories, synthetic_verdict_regex

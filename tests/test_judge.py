@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-
 from conftest import free_port
+
 from data_pipeline.importers import load_processbench
 from verifier.engine import EndpointConfig, OpenAIEngine
 from verifier.judging import (

@@ -31,9 +31,10 @@ import hashlib
 import json
 import sqlite3
 import threading
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any
 
 from verifier.aggregate import Aggregate, AggregationPolicy, aggregate, decided
 from verifier.engine import Completion, Engine, GenerationRequest, SamplingConfig, base_seed, run_sync
@@ -425,12 +426,13 @@ async def _judge_one(traj: ProofTrajectory, submit: Submit, cfg: JudgeConfig, po
 async def ajudge_trajectories(
     trajs: Sequence[ProofTrajectory],
     engine: Engine,
-    cfg: JudgeConfig = JudgeConfig(),
+    cfg: JudgeConfig | None = None,
     cache: PassCache | None = None,
     on_judgment: Callable[[Judgment], None] | None = None,
     progress: bool = False,
 ) -> list[Judgment]:
     """Judge every trajectory (async); ``on_judgment`` is called as each judgment completes."""
+    cfg = cfg if cfg is not None else JudgeConfig()
     policy = cfg.aggregation()
     sampling = cfg.sampling()
     fingerprint = engine_fingerprint(engine, cfg.model)
@@ -468,7 +470,7 @@ async def ajudge_trajectories(
 def judge_trajectories(
     trajs: Sequence[ProofTrajectory],
     engine: Engine,
-    cfg: JudgeConfig = JudgeConfig(),
+    cfg: JudgeConfig | None = None,
     cache: PassCache | None = None,
     on_judgment: Callable[[Judgment], None] | None = None,
     progress: bool = False,

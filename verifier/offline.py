@@ -21,8 +21,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from verifier.engine import Completion, GenerationRequest, SamplingConfig
 
@@ -88,12 +89,12 @@ class VLLMOfflineEngine:
     def _build(self):
         from vllm import LLM
 
-        kw: dict[str, Any] = dict(
-            model=str(self.cfg.model), max_model_len=self.cfg.max_model_len, dtype=self.cfg.dtype,
-            seed=self.cfg.seed, enforce_eager=self.cfg.enforce_eager,
-            enable_chunked_prefill=self.cfg.enable_chunked_prefill, trust_remote_code=self.cfg.trust_remote_code,
-            tensor_parallel_size=self.cfg.tensor_parallel_size,
-        )
+        kw: dict[str, Any] = {
+            "model": str(self.cfg.model), "max_model_len": self.cfg.max_model_len, "dtype": self.cfg.dtype,
+            "seed": self.cfg.seed, "enforce_eager": self.cfg.enforce_eager,
+            "enable_chunked_prefill": self.cfg.enable_chunked_prefill, "trust_remote_code": self.cfg.trust_remote_code,
+            "tensor_parallel_size": self.cfg.tensor_parallel_size,
+        }
         if self.cfg.kv_cache_memory_bytes is not None:
             kw["kv_cache_memory_bytes"] = parse_bytes(self.cfg.kv_cache_memory_bytes)
         if self.cfg.max_num_batched_tokens:
@@ -114,8 +115,8 @@ class VLLMOfflineEngine:
     def _params(self, req: GenerationRequest, sampling: SamplingConfig):
         from vllm import SamplingParams
 
-        kw: dict[str, Any] = dict(n=req.n, temperature=sampling.temperature, top_p=sampling.top_p,
-                                  max_tokens=sampling.max_tokens, seed=req.seed)
+        kw: dict[str, Any] = {"n": req.n, "temperature": sampling.temperature, "top_p": sampling.top_p,
+                                  "max_tokens": sampling.max_tokens, "seed": req.seed}
         if sampling.stop:
             kw["stop"] = list(sampling.stop)
         so = (self.cfg.extra_body or {}).get("structured_outputs")

@@ -174,6 +174,9 @@ class VLLMServer:
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=10)
+        if self._log:  # a later start() reopens it
+            self._log.close()
+            self._log = None
 
     def __enter__(self) -> "VLLMServer":
         return self.start()
