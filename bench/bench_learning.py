@@ -45,7 +45,7 @@ class BenchConfig:
     num_layers: int = 2
     intermediate_size: int = 384
     # task
-    n_sft: int = 800
+    n_sft: int = 560
     n_grpo: int = 256
     n_eval: int = 96
     min_steps: int = 3
@@ -53,20 +53,21 @@ class BenchConfig:
     max_operand: int = 9
     fatal_kinds: str = "wrong_operand,wrong_final"
     # SFT
-    sft_steps: int = 100
+    sft_steps: int = 70
     sft_batch: int = 8
     sft_lr: float = 3e-3
     style: str = "minimal"
     # GRPO
-    grpo_steps: int = 40
+    grpo_steps: int = 50
     grpo_batch: int = 32  # completions per step (B x G)
     num_generations: int = 8
     grpo_lr: float = 3e-4
-    format_weight: float = 0.5  # format component added to both rewards (composable weights)
+    format_weight: float = 1.0  # format component added to both rewards (composable weights)
+    beta: float = 0.04  # KL coefficient to the SFT model
     max_completion_length: int = 40
     temperature: float = 1.0
     # eval
-    eval_samples: int = 4
+    eval_samples: int = 6
     eval_batch: int = 64
     bootstrap_n: int = 1000
     skip_rough: bool = False
@@ -159,6 +160,7 @@ def main(argv: list[str] | None = None) -> None:
             grpo=GRPOSettings(max_steps=cfg.grpo_steps, per_device_train_batch_size=cfg.grpo_batch,
                               num_generations=cfg.num_generations, max_completion_length=cfg.max_completion_length,
                               learning_rate=cfg.grpo_lr, temperature=cfg.temperature, save_steps=10_000,
+                              beta=cfg.beta,
                               logging_steps=5, seed=cfg.seed, log_completions=False),
             eval=ev, wandb=WandbSettings(enabled=False))
 
