@@ -101,15 +101,22 @@ def test_stage_order_and_servers(recorded):
         kv = dict(a.split("=", 1) for a in args[2:])
         assert kv["verifier.base_url"] == servers[1].base_url
         assert kv["judge.n"] == "8" and kv["judge.policy"] == "pessimistic"
-    assert "limit=40" in calls[-1][1] and calls[-1][1][2].endswith("processbench/gsm8k.json")
+    # ProcessBench gsm8k: a balanced subset of 40 (20 erroneous, 20 correct) from ../shared/data
+    subset = out / "processbench_gsm8k_subset.jsonl"
+    assert calls[-1][1][2] == f"data={subset}"
+    from verifier.io import load_trajectories
+
+    recs = load_trajectories(subset).records
+    assert len(recs) == 40 and sum(r.annotation.is_valid for r in recs) == 20
+    assert all(r.source.startswith("processbench") for r in recs), {r.source for r in recs}
     # the summary is written even with no evaluation output; the report is the returned path
     assert report == out / "report.md" and report.exists() and (out / "metrics.json").exists()
     text = report.read_text()
-    assert "first 40 records" in text
+    assert "a SUBSET is judged" in text and "40 records" in text
     assert "| held_out | 94 | 0.250 | — | — | — | — | 0.125 | — |" in text
     summary = json.loads((out / "metrics.json").read_text())
     assert summary["evaluations"]["held_out"]["rough.tpr"] == 0.25
-    assert summary["stages"][0]["name"] == "tiny model" and len(summary["stages"]) == 13
+    assert summary["stages"][0]["name"] == "tiny model" and len(summary["stages"]) == 14
 
 
 @pytest.mark.parametrize("index", range(1, 13))
