@@ -8,7 +8,7 @@ judge calls made one after another (the same reward called on one completion at 
 Grades are forced into the B.3 answer format with vLLM structured outputs, so that every call
 does the full judge work; both paths must return identical rewards.
 
-Options ``key=value``: ``repeats`` (3), ``judge_max_tokens`` (24), ``batch`` (32), ``generations`` (4).
+Options ``key=value``: ``repeats`` (3), ``judge_max_tokens`` (48), ``batch`` (32), ``generations`` (4).
 Last line, exactly: ``reward_speedup_vs_sequential=<sequential time / our time>`` (target >= 4).
 """
 
@@ -65,7 +65,7 @@ def step_batch(batch: int, generations: int, seed: int = 0):
 
 
 def main(argv: list[str] | None = None) -> None:
-    opts = {"repeats": 3, "judge_max_tokens": 24, "batch": 32, "generations": 4}
+    opts = {"repeats": 3, "judge_max_tokens": 48, "batch": 32, "generations": 4}
     for a in (sys.argv[1:] if argv is None else argv):
         k, _, v = a.partition("=")
         if k not in opts:

@@ -75,7 +75,7 @@ def test_llm_meta_reward_for_a_few_grpo_steps(tmp_path, tiny_model, endpoint):
     cfg = compose("grpo", GRPORunConfig, ["experiment=smoke", f"output_dir={tmp_path / 'llm'}",
                                           *_tiny(tiny_model), "grpo.max_steps=2", "grpo.save_steps=2",
                                           "reward.meta_judge=llm", "reward.format_gate=false",
-                                          "reward.judge_max_tokens=24", "eval.enabled=false", "wandb.enabled=false"])
+                                          "reward.judge_max_tokens=48", "eval.enabled=false", "wandb.enabled=false"])
     cfg.reward.endpoint = dataclasses.replace(endpoint, extra_body={"structured_outputs": {"regex": GRADE_REGEX}})
     run(cfg)
     hist = json.loads((tmp_path / "llm" / "train_log.json").read_text())

@@ -134,7 +134,7 @@ def test_llm_meta_reward_all_calls_in_flight(endpoint):
     ep = dataclasses.replace(endpoint, extra_body={"structured_outputs": {"regex": GRADE_REGEX}})
     cols = _columns(_trajs(), 4)
     lg = Logger()
-    r = MetaReward(judge="llm", endpoint=ep, judge_max_tokens=24)
+    r = MetaReward(judge="llm", endpoint=ep, judge_max_tokens=48)
     out = asyncio.run(r(completions=COMPLETIONS, log_metric=lg.log_metric, log_extra=lg.log_extra, **cols))
     assert r.last.n_judged == 6 and r.last.n_failed == 0
     assert out[3] == 0.0 and out[7] == 0.0  # format gate: no judge call
