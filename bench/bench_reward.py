@@ -102,10 +102,12 @@ def main(argv: list[str] | None = None) -> None:
         asyncio.run(all_in_flight())  # warm-up (first requests compile the grammar, fill caches)
         t_conc, t_seq = [], []
         r_conc = r_seq = None
+        grades: dict[str, int] = {}
         for rep in range(opts["repeats"]):
             t0 = time.perf_counter()
             r_conc = asyncio.run(all_in_flight())
             t_conc.append(time.perf_counter() - t0)
+            grades = dict(reward.last.grades)  # the grades of the whole step
             t0 = time.perf_counter()
             r_seq = asyncio.run(one_after_another())
             t_seq.append(time.perf_counter() - t0)
@@ -117,7 +119,6 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"{failed} judge calls failed; see {work / 'vllm.log'}")
         same = sum(a == b for a, b in zip(r_conc, r_seq))
         tc, ts = statistics.median(t_conc), statistics.median(t_seq)
-        grades = dict(reward.last.grades)
         print()
         print(f"{'':28s}{'all in flight':>16s}{'one after another':>20s}")
         print(f"{'judge calls per step':28s}{len(completions):>16d}{len(completions):>20d}")
