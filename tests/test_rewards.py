@@ -96,7 +96,7 @@ def test_rough_and_format_rewards_on_trl_columns():
 
 def test_build_reward_funcs_weights_and_errors():
     funcs, w = build_reward_funcs(RewardConfig(components={"format": 0.2, "rough": 0.0, "meta": 1.0}))
-    assert [getattr(f, "__name__") for f in funcs] == ["format_reward", "rough_reward", "meta"] and w == [0.2, 0.0, 1.0]
+    assert [f.__name__ for f in funcs] == ["format_reward", "rough_reward", "meta"] and w == [0.2, 0.0, 1.0]
     with pytest.raises(ValueError, match="unknown reward component 'polarity'"):
         build_reward_funcs(RewardConfig(components={"polarity": 1.0}))
     with pytest.raises(ValueError, match="unknown meta judge"):

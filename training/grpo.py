@@ -33,8 +33,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # `accelerate launch training/grpo.py` puts training/ first on the path
     sys.path.insert(0, str(REPO))
 
-from training.heldout import EvalConfig  # noqa: E402
-from training.rewards import RewardConfig  # noqa: E402
+from training.heldout import EvalConfig
+from training.rewards import RewardConfig
 
 log = logging.getLogger("training.grpo")
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from verifier.aggregate import AggregationPolicy, aggregate
 from verifier.meta_verifier import RuleMetaVerifier

@@ -32,8 +32,9 @@ import json
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from verifier.engine import EndpointConfig, OpenAIEngine, SamplingConfig
 from verifier.meta_verifier import LLMMetaVerifier, RuleMetaVerifier
@@ -252,7 +253,7 @@ class MetaReward:
         self.history: list[StepStats] = []
 
     @classmethod
-    def from_config(cls, cfg: RewardConfig) -> "MetaReward":
+    def from_config(cls, cfg: RewardConfig) -> MetaReward:
         return cls(cfg.meta_judge, cfg.endpoint, max_failed_fraction=cfg.max_failed_fraction,
                    judge_max_tokens=cfg.judge_max_tokens, judge_temperature=cfg.judge_temperature, near=cfg.near,
                    log_rationale_chars=cfg.log_rationale_chars, format_gate=cfg.format_gate)
@@ -360,5 +361,15 @@ def build_reward_funcs(cfg: RewardConfig) -> tuple[list[Callable], list[float]]:
     return funcs, weights
 
 
-__all__ = ["RewardConfig", "JudgeFailureError", "MetaReward", "format_reward", "rough_reward", "batch_rates",
-           "build_reward_funcs", "completion_text", "parse_completions", "NO_STEP"]
+__all__ = [
+    "NO_STEP",
+    "JudgeFailureError",
+    "MetaReward",
+    "RewardConfig",
+    "batch_rates",
+    "build_reward_funcs",
+    "completion_text",
+    "format_reward",
+    "parse_completions",
+    "rough_reward",
+]

@@ -16,15 +16,16 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from training.grpo import DataConfig, ModelConfig, WandbSettings  # noqa: E402
+from training.grpo import DataConfig, ModelConfig, WandbSettings
 
 log = logging.getLogger("training.sft")
 
