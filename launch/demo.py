@@ -195,6 +195,12 @@ def pipeline(cfg: DemoConfig) -> Path:
     d = {k: str(out / k) for k in ("tiny-model", "synthetic", "candidates", "base", "split", "selection", "extra",
                                    "augment", "grpo_data", "sft", "grpo", "eval_heldout", "eval_processbench")}
     knobs = [f"{k}={v}" for k, v in cfg.synthetic_knobs.items()]
+    from data_pipeline.importers import SHARED_DATA
+
+    pb = SHARED_DATA / "processbench" / f"{cfg.processbench_split}.json"
+    if not pb.is_file():  # fail before minutes of work, not at the last stage
+        raise SystemExit(f"ProcessBench {cfg.processbench_split} not found at {pb}: put the shared data next to "
+                         "the repository (../shared/data) or set VERIFIER_SHARED_DATA=DIR")
     servers = []
     try:
         demo.run("tiny model", ["-m", "verifier.tiny_model", f"out={d['tiny-model']}", f"seed={cfg.seed}"],
@@ -272,9 +278,6 @@ def pipeline(cfg: DemoConfig) -> Path:
         judge = [f"verifier.base_url={b.base_url}", f"verifier.model={b.model_name}", f"judge.n={cfg.eval_n}",
                  "judge.policy=pessimistic", f"judge.template={cfg.prompt_template}",
                  f"judge.max_tokens={cfg.judge_max_tokens}", f"bootstrap_n={cfg.bootstrap_n}", "meta.kind=rule"]
-        from data_pipeline.importers import SHARED_DATA
-
-        pb = SHARED_DATA / "processbench" / f"{cfg.processbench_split}.json"
         pb_data, pb_note = str(pb), f"all records of {pb}"
         if cfg.processbench_limit:
             t = time.monotonic()
