@@ -150,3 +150,16 @@ def test_demo_config_mirrors_yaml():
 
     demo = _demo_module()
     assert compose("demo", demo.DemoConfig) == demo.DemoConfig()
+
+
+def test_missing_shared_data_fails_before_any_stage(tmp_path, monkeypatch):
+    import data_pipeline.importers as importers
+
+    demo = _demo_module()
+    ran = []
+    monkeypatch.setattr(importers, "SHARED_DATA", tmp_path / "nowhere")
+    monkeypatch.setattr(demo.Demo, "run", lambda self, *a, **k: ran.append(a))
+    monkeypatch.setattr(demo, "start_server", lambda *a, **k: ran.append(a))
+    with pytest.raises(SystemExit, match="VERIFIER_SHARED_DATA"):
+        demo.pipeline(demo.DemoConfig(out=str(tmp_path / "demo")))
+    assert ran == []
