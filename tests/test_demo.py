@@ -153,7 +153,7 @@ def test_demo_config_mirrors_yaml():
 
 
 def test_missing_shared_data_fails_before_any_stage(tmp_path, monkeypatch):
-    import data_pipeline.importers as importers
+    from data_pipeline import importers
 
     demo = _demo_module()
     ran = []
