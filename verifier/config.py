@@ -27,14 +27,20 @@ def to_object(cfg: Any) -> Any:
     return OmegaConf.to_object(cfg)
 
 
-def hydra_main(name: str, schema: type[T]) -> Callable[[Callable[[T], Any]], Callable[[], Any]]:
-    """Decorator: a Hydra app over ``configs/<name>.yaml`` typed by ``schema``."""
+def hydra_main(name: str, schema: type[T], config_dir: Path | None = None
+               ) -> Callable[[Callable[[T], Any]], Callable[[], Any]]:
+    """Decorator: a Hydra app over ``configs/<name>.yaml`` typed by ``schema``.
+
+    ``config_dir`` gives an app its own config folder, for apps whose plain fields
+    share a name with a config group of ``configs/`` (``verifier.serve``'s ``model=DIR``
+    vs the training ``model`` group).
+    """
     import hydra
 
     register(name, schema)
 
     def deco(fn: Callable[[T], Any]) -> Callable[[], Any]:
-        @hydra.main(config_path=str(CONFIG_DIR), config_name=name, version_base="1.3")
+        @hydra.main(config_path=str(config_dir or CONFIG_DIR), config_name=name, version_base="1.3")
         @functools.wraps(fn)
         def wrapped(cfg: Any) -> Any:
             return fn(to_object(cfg))
@@ -44,7 +50,7 @@ def hydra_main(name: str, schema: type[T]) -> Callable[[Callable[[T], Any]], Cal
     return deco
 
 
-def compose(name: str, schema: type[T], overrides: list[str] | None = None) -> T:
+def compose(name: str, schema: type[T], overrides: list[str] | None = None, config_dir: Path | None = None) -> T:
     """The same config as the command line would build, for tests and notebooks."""
     from hydra import compose as _compose
     from hydra import initialize_config_dir
@@ -52,6 +58,6 @@ def compose(name: str, schema: type[T], overrides: list[str] | None = None) -> T
 
     register(name, schema)
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(config_dir or CONFIG_DIR), version_base="1.3"):
         cfg = _compose(config_name=name, overrides=overrides or [])
     return to_object(cfg)

@@ -102,7 +102,9 @@ class EndpointConfig:
     timeout_s: float = 600.0
     max_retries: int = 4
     backoff_s: float = 1.0
-    extra_body: dict[str, Any] = field(default_factory=dict)
+    # dict sent with each request, e.g. {"structured_outputs": {"regex": ...}}; Any so that a
+    # command-line override `endpoint.extra_body={...}` assigns a dict (no `+` needed).
+    extra_body: Any = None
 
     def resolved_api_key(self) -> str:
         return self.api_key or os.environ.get("VERIFIER_API_KEY") or os.environ.get("OPENAI_API_KEY") or "EMPTY"
@@ -133,7 +135,7 @@ class OpenAIEngine:
                    sampling: SamplingConfig) -> list[Completion]:
         import openai
 
-        body: dict[str, Any] = dict(self.cfg.extra_body)
+        body: dict[str, Any] = dict(self.cfg.extra_body or {})
         kwargs: dict[str, Any] = dict(
             model=req.model or self.model, messages=req.messages, n=req.n,
             temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens,

@@ -26,9 +26,14 @@ from typing import Any
 
 import requests
 
+from verifier.config import CONFIG_DIR
+
+# Its own config folder: ``model=DIR`` must not collide with the training ``model`` group.
+SERVE_CONFIG_DIR = CONFIG_DIR / "serving"
+
 
 @dataclass
-class ServeConfig:
+class ServeConfig:  # mirrored by configs/serving/serve.yaml
     """Options of one vLLM OpenAI-compatible server (see docs/cluster.md for GPU values)."""
 
     model: str = "artifacts/tiny-model"
@@ -189,7 +194,7 @@ def main() -> None:
     """Hydra app: ``python -m verifier.serve model=DIR port=PORT api_key=KEY``."""
     from verifier.config import hydra_main
 
-    @hydra_main("serve", ServeConfig)
+    @hydra_main("serve", ServeConfig, config_dir=SERVE_CONFIG_DIR)
     def _run(cfg: ServeConfig) -> None:
         server = VLLMServer(cfg)
         server.start(wait=False)

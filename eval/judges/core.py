@@ -138,7 +138,7 @@ class Judge:
         regex = cfg.regex or (answer_regex(cfg.parser, dimensions, cfg.rationale_chars) if cfg.structured else None)
         ep = endpoint
         if regex:
-            ep = dataclasses.replace(endpoint, extra_body={**endpoint.extra_body, "structured_outputs": {"regex": regex}})
+            ep = dataclasses.replace(endpoint, extra_body={**(endpoint.extra_body or {}), "structured_outputs": {"regex": regex}})
         self.engine = OpenAIEngine(ep)
         self.sampling = SamplingConfig(cfg.temperature, cfg.top_p, cfg.max_tokens)
 
