@@ -85,6 +85,8 @@ def test_llm_meta_reward_for_a_few_grpo_steps(tmp_path, tiny_model, endpoint):
     grades = sum(h[f"meta/grade_frac/{g}"] for g in ("EXACT_MATCH", "BASIC_MATCH", "POOR_MATCH", "WRONG_POLARITY")
                  for h in steps)
     assert grades == pytest.approx(2.0)  # every completion got one of the four grades from the LLM
+    summary = json.loads((tmp_path / "llm" / "train_summary.json").read_text())  # written with eval off too
+    assert summary["experiment"] == "smoke" and "train" in summary
     import pandas as pd
 
     table = pd.read_parquet(sorted((tmp_path / "llm" / "completions").glob("*.parquet"))[-1])

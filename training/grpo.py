@@ -448,6 +448,8 @@ def run(cfg: GRPORunConfig) -> dict[str, Any]:
         model, tokenizer, tsum = train(cfg, out, train_trajs, wb)
         summary["train"] = {k: v for k, v in tsum.items() if k != "log_history"}
         (out / "train_log.json").write_text(json.dumps(tsum["log_history"], indent=1))
+        # Always on disk, also with eval.enabled=false: reward-judge counts, grades, steps.
+        (out / "train_summary.json").write_text(json.dumps(summary, indent=1, default=str))
     else:
         model, tokenizer, _ = load_model(cfg.model, cfg.init_from)
     metrics: dict[str, Any] = {}
