@@ -118,14 +118,13 @@ def repaired_trajectory(parent: ProofTrajectory, steps: list[str], model: str, a
 
 
 def _done_keys(*paths: Path) -> set[tuple[str, int]]:
-    from verifier.io import JsonlAppender, read_jsonl
+    from verifier.io import read_jsonl, truncate_partial_last_line
 
     done = set()
     for p in paths:
         if not p.exists():
             continue
-        with JsonlAppender(p):  # truncates a half-written last line left by a crash
-            pass
+        truncate_partial_last_line(p)  # drop a half-written last line left by a crash
         for r in read_jsonl(p):
             aug = (r.get("meta") or {}).get("augmentation") or r
             done.add((str(aug["parent_id"]), int(aug["attempt"])))

@@ -208,13 +208,12 @@ def verdict_rows(judgments: Iterable[dict[str, Any]], index: dict[str, int]) -> 
 def judge_rows(trajs: Sequence[ProofTrajectory], cfg: SelectConfig, out: Path) -> list[dict[str, Any]]:
     """n passes per trajectory on the engine; judgments appended to ``out/judgments.jsonl`` (resumable)."""
     from verifier.engine import OpenAIEngine
-    from verifier.io import JsonlAppender, read_jsonl
+    from verifier.io import JsonlAppender, read_jsonl, truncate_partial_last_line
 
     path = out / "judgments.jsonl"
     done: dict[str, dict[str, Any]] = {}
     if path.exists():
-        with JsonlAppender(path):  # drop a half-written last line
-            pass
+        truncate_partial_last_line(path)  # drop a half-written last line left by a crash
         done = {str(r["id"]): r for r in read_jsonl(path)}
     todo = [t for t in trajs if t.id not in done]
     from verifier.judging import JudgeConfig, PassCache, judge_trajectories, judgment_to_row

@@ -115,7 +115,7 @@ class JsonlAppender:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        _truncate_partial_last_line(self.path)
+        truncate_partial_last_line(self.path)
         self._f = open(self.path, "a", encoding="utf-8")
 
     def write(self, row: dict[str, Any]) -> None:
@@ -133,8 +133,9 @@ class JsonlAppender:
         self.close()
 
 
-def _truncate_partial_last_line(path: Path) -> None:
+def truncate_partial_last_line(path: str | os.PathLike) -> None:
     """Drop a half-written last line left by a crash, so a resumed job appends cleanly."""
+    path = Path(path)
     if not path.exists() or path.stat().st_size == 0:
         return
     with open(path, "rb+") as f:
