@@ -23,7 +23,7 @@ from typing import Any
 
 from eval.metrics import METRICS, Alignment, Prediction, ScoreOptions, align_ids, fmt_pct, score_predictions
 from eval.stats import BootstrapSpec
-from verifier.io import DatasetError, iter_jsonl
+from verifier.io import DatasetError, load_records
 from verifier.records import MetaGrade, ProofTrajectory, RecordError
 
 
@@ -61,26 +61,10 @@ class ScoreConfig:
 
 def load_predictions(path: str | os.PathLike) -> dict[str, Prediction]:
     """Read a predictions JSONL; every bad row is reported (id, field, line); duplicate ids are errors."""
-    preds: dict[str, Prediction] = {}
-    errors: list[RecordError] = []
-    first_line: dict[str, int] = {}
-    for n, obj in iter_jsonl(path):
-        if isinstance(obj, RecordError):
-            errors.append(obj)
-            continue
-        try:
-            p = Prediction.from_dict(obj, line=n)
-        except RecordError as e:
-            errors.append(e)
-            continue
-        if p.id in preds:
-            errors.append(RecordError(p.id, "id", f"duplicate id (first seen on line {first_line[p.id]})", n))
-            continue
-        preds[p.id] = p
-        first_line[p.id] = n
+    records, errors = load_records(path, Prediction.from_dict)
     if errors:
         raise DatasetError(path, errors)
-    return preds
+    return {p.id: p for p in records}
 
 
 def load_gold(path: str | os.PathLike) -> list[ProofTrajectory]:

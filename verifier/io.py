@@ -10,9 +10,11 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal
+from typing import Any, Callable, Iterable, Iterator, Literal, TypeVar
 
 from verifier.records import ProofTrajectory, RecordError
+
+T = TypeVar("T")
 
 
 class DatasetError(ValueError):
@@ -53,6 +55,32 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
                 yield n, RecordError(None, "<json>", f"invalid JSON: {e.msg}", n)
 
 
+def load_records(path: str | os.PathLike, from_dict: Callable[..., T]) -> tuple[list[T], list[RecordError]]:
+    """Validate every JSONL line with ``from_dict(obj, line=n)``; duplicate ids are errors.
+
+    Returns the good records and one RecordError per bad line (id, field, line), never only the first.
+    """
+    records: list[T] = []
+    errors: list[RecordError] = []
+    seen: dict[str, int] = {}
+    for n, obj in iter_jsonl(path):
+        if isinstance(obj, RecordError):
+            errors.append(obj)
+            continue
+        try:
+            rec = from_dict(obj, line=n)
+        except RecordError as e:
+            errors.append(e)
+            continue
+        rid = str(rec.id)  # type: ignore[attr-defined]
+        if rid in seen:
+            errors.append(RecordError(rid, "id", f"duplicate id (first seen on line {seen[rid]})", n))
+            continue
+        seen[rid] = n
+        records.append(rec)
+    return records, errors
+
+
 def load_trajectories(
     path: str | os.PathLike, on_error: Literal["raise", "skip"] = "raise"
 ) -> LoadResult:
@@ -61,23 +89,7 @@ def load_trajectories(
     ``on_error="raise"`` raises one DatasetError listing every bad record;
     ``"skip"`` keeps the good ones and returns the errors for reporting.
     """
-    records: list[ProofTrajectory] = []
-    errors: list[RecordError] = []
-    seen: dict[str, int] = {}
-    for n, obj in iter_jsonl(path):
-        if isinstance(obj, RecordError):
-            errors.append(obj)
-            continue
-        try:
-            rec = ProofTrajectory.from_dict(obj, line=n)
-        except RecordError as e:
-            errors.append(e)
-            continue
-        if rec.id in seen:
-            errors.append(RecordError(rec.id, "id", f"duplicate id (first seen on line {seen[rec.id]})", n))
-            continue
-        seen[rec.id] = n
-        records.append(rec)
+    records, errors = load_records(path, ProofTrajectory.from_dict)
     if errors and on_error == "raise":
         raise DatasetError(path, errors)
     return LoadResult(records, errors)

@@ -14,6 +14,7 @@ on the command line or in logs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -149,11 +150,9 @@ class VLLMServer:
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"vLLM server exited with code {self.proc.returncode} during startup"
                                    + (f"; see {self.cfg.log_file}" if self.cfg.log_file else ""))
-            try:
+            with contextlib.suppress(requests.RequestException):  # not listening yet
                 if requests.get(url, timeout=2).status_code == 200:
                     return
-            except requests.RequestException:
-                pass
             time.sleep(0.5)
         self.stop()
         raise TimeoutError(f"vLLM server not healthy after {self.cfg.startup_timeout_s}s")
@@ -166,10 +165,8 @@ class VLLMServer:
             os.killpg(self.proc.pid, signal.SIGTERM)
             self.proc.wait(timeout=timeout)
         except (subprocess.TimeoutExpired, ProcessLookupError):
-            try:
+            with contextlib.suppress(ProcessLookupError):  # already gone
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             self.proc.wait(timeout=10)
         if self._log:
             self._log.close()
@@ -202,11 +199,10 @@ def main() -> None:
         pid_file.write_text(str(server.proc.pid))
         print(f"vLLM server pid={server.proc.pid} starting at {server.base_url} (model {server.model_name})", flush=True)
         try:
-            server.wait_healthy()
-            print(f"ready: {server.base_url}", flush=True)
-            server.proc.wait()
-        except KeyboardInterrupt:
-            pass
+            with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C stops the server cleanly
+                server.wait_healthy()
+                print(f"ready: {server.base_url}", flush=True)
+                server.proc.wait()
         finally:
             server.stop()
             pid_file.unlink(missing_ok=True)
