@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE ?= 1
 export WANDB_MODE ?= offline
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-reward clean browser-deps
+.PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-reward clean browser-deps label-studio
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -25,7 +25,7 @@ install: $(VENV)/.installed
 demo: install
 	$(PY) launch/demo.py
 
-test: install browser-deps
+test: install browser-deps label-studio
 	$(PY) -m pytest tests verifier data_pipeline eval training $(PYTEST_ARGS)
 
 test-fast: install browser-deps
@@ -70,3 +70,15 @@ $(KATEX_DIR)/katex.min.js:
 	cp -r $(KATEX_DIR).tmp/package/dist/. $(KATEX_DIR)/
 	cp $(KATEX_DIR).tmp/package/LICENSE $(KATEX_DIR).tmp/package/package.json $(KATEX_DIR)/
 	rm -rf $(KATEX_DIR).tmp
+
+# Label Studio (data_pipeline.annotate; tests/test_label_studio.py starts it): a separate program with its own
+# pins, installed in its own virtualenv so that they never touch ours. Our side needs only label-studio-sdk.
+LABEL_STUDIO_VENV ?= .venv-labelstudio
+LABEL_STUDIO_VERSION ?= 1.23.2
+
+label-studio: $(LABEL_STUDIO_VENV)/.installed
+
+$(LABEL_STUDIO_VENV)/.installed:
+	test -x $(LABEL_STUDIO_VENV)/bin/python || python3 -m venv $(LABEL_STUDIO_VENV)
+	$(LABEL_STUDIO_VENV)/bin/python -m pip install -q label-studio==$(LABEL_STUDIO_VERSION)
+	touch $@

@@ -7,7 +7,9 @@ flat rows with the appendix C fields at top level; a ``.json`` array of such row
 field and per annotation field; ``proof_steps`` as a JSON list, or a ``proof`` text
 column split on ``Step k:`` markers; ``meta`` as a JSON object). Column names are
 normalised ("First Fatal Error Step" -> ``first_fatal_error_step``) and the annotators'
-forms are accepted (``-1``, ``"2,5"``, ``yes``/``no``). A folder ingests every
+forms are accepted (``-1``, ``"2,5"``, ``yes``/``no``). A Label Studio JSON export of the tasks
+written by ``data_pipeline.annotate export`` is recognised and mapped back (``annotate.task_to_record``;
+errors name the Label Studio task id and the field). A folder ingests every
 ``*.jsonl``/``*.csv`` in it, ids unique across all of them.
 
 Every bad record is reported with its id, field and line in ONE error report
@@ -214,6 +216,15 @@ def iter_rows(path: Path) -> Iterator[tuple[int, Any, bool]]:
             return
         if not isinstance(data, list):
             yield 1, RecordError(None, "<json>", "expected a JSON array of records", 1), False
+            return
+        from data_pipeline.annotate import is_label_studio_export, task_to_record
+
+        if is_label_studio_export(data):  # Label Studio JSON export of data_pipeline.annotate tasks
+            for i, task in enumerate(data, 1):
+                try:
+                    yield i, task_to_record(task, i), False
+                except RecordError as e:
+                    yield i, e, False
             return
         for i, obj in enumerate(data, 1):
             yield i, obj, False  # "line" = position in the array

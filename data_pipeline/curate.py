@@ -1,0 +1,362 @@
+"""Problem curation: keep proof problems, remove answer-centric tasks and duplicates (section 3.1).
+
+``python -m data_pipeline.curate input=PATH out=DIR [classifier.enabled=true classifier.endpoint.base_url=URL]
+[near_duplicate_threshold=0.9]``
+
+Input: problems in our importers' formats (``data_pipeline.importers.load_proofbench_problems``:
+the IMO-ProofBench v2 CSV or a JSONL of problems). Each problem is kept or removed with ONE reason:
+
+1. ``answer_centric:<type>`` by rules — an options list ``(A) ... (B) ...`` or "which of the
+   following" (``multiple_choice``), "true or false" (``true_false``), blanks ``___`` /
+   ``\\underline{\\hspace..}`` / "fill in the blank" (``fill_in_blank``);
+2. ``duplicate`` (same normalised text as an earlier kept problem) and ``near_duplicate``
+   (cosine similarity of character n-gram TF-IDF vectors >= ``near_duplicate_threshold``);
+3. with ``classifier.enabled``, an LLM on the engine layer labels the rest with
+   ``verifier/prompts/classify_problem.j2``; the label is parsed from the answer block with an
+   explicit status. ``answer_centric:<type> (classifier)`` removes; a failed or unparseable
+   classification (status in ``classifier_status``) follows ``classifier.on_failure``
+   (``keep``, ``remove`` as ``classifier_failed``, or ``error``) and is counted either way.
+
+Outputs: ``problems.jsonl`` (kept; the problem JSONL that ``data_pipeline.candidates`` reads),
+``removed.jsonl`` (id, reason, detail, problem), ``curate_summary.json``, ``curation.png`` and a
+card ``README.md`` with the counts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from data_pipeline.importers import ProofProblem, load_proofbench_problems
+from verifier.engine import EndpointConfig
+from verifier.records import ParseStatus
+
+TASK_TYPES = ("proof", "true_false", "multiple_choice", "fill_in_blank", "other_answer")
+
+
+@dataclass
+class ClassifierConfig:
+    """The optional LLM task-type classifier (engine layer, ``classify_problem.j2``)."""
+
+    enabled: bool = False
+    endpoint: EndpointConfig = field(default_factory=EndpointConfig)
+    template: str = "classify_problem"
+    temperature: float = 0.0
+    max_tokens: int = 256
+    seed: int = 0
+    on_failure: str = "keep"  # keep | remove | error: what an unparseable / failed classification does
+
+
+@dataclass
+class CurateConfig:
+    """Options of ``python -m data_pipeline.curate`` (mirrored by ``configs/curate.yaml``)."""
+
+    input: str | None = None  # IMO-ProofBench CSV or a problems JSONL
+    out: str | None = None
+    rules: bool = True  # rule-based answer-centric filter
+    exact_duplicates: bool = True
+    near_duplicate_threshold: float | None = 0.9  # null: no near-duplicate removal
+    classifier: ClassifierConfig = field(default_factory=ClassifierConfig)
+    plot: bool = True
+    progress: bool = True
+
+
+@dataclass
+class Decision:
+    """Kept (``reason=""``) or removed with a reason and a detail."""
+
+    id: str
+    reason: str = ""
+    detail: str = ""
+    classifier_label: str | None = None
+    classifier_status: str | None = None
+
+    @property
+    def kept(self) -> bool:
+        return not self.reason
+
+
+# ------------------------------------------------------------------------------------------ rules
+
+_OPTION = re.compile(r"(?:^|\s|\n)\(?([A-Ea-e])[\).]\s+\S")
+_MC_PHRASES = re.compile(r"which of the following|choose the correct|select the correct|"
+                         r"(?:select|choose|pick) (?:one|all) (?:of|that)|answer choices", re.IGNORECASE)
+_TF = re.compile(r"true\s+or\s+false|true\s*/\s*false|\(\s*T\s*/\s*F\s*\)|"
+                 r"(?:is|are) the following (?:statements?|claims?) (?:true|correct)\s*\?", re.IGNORECASE)
+_BLANK = re.compile(r"_{3,}|(?:\\_){2,}|\\underline\{\s*(?:\\hspace|\\quad|\\qquad|\s*\})|\\blank\b|"
+                    r"\[\s*blank\s*\]|fill in the blanks?|fill in the missing", re.IGNORECASE)
+
+
+def rule_task_type(problem: str) -> tuple[str, str]:
+    """``(task type, matched evidence)`` by rules; ``("proof", "")`` when no rule fires.
+
+    >>> rule_task_type("True or false: every bounded sequence converges.")[0]
+    'true_false'
+    >>> rule_task_type("Which of the following is prime? (A) 4 (B) 6 (C) 7 (D) 9")[0]
+    'multiple_choice'
+    >>> rule_task_type("The derivative of $x^2$ is ____.")[0]
+    'fill_in_blank'
+    >>> rule_task_type("Prove that there are infinitely many primes.")
+    ('proof', '')
+    """
+    text = problem or ""
+    m = _TF.search(text)
+    if m:
+        return "true_false", m.group(0)
+    m = _MC_PHRASES.search(text)
+    if m:
+        return "multiple_choice", m.group(0)
+    letters = [x.upper() for x in _OPTION.findall(text)]
+    if {"A", "B", "C"} <= set(letters) or ({"A", "B"} <= set(letters) and "D" in letters):
+        return "multiple_choice", "options " + " ".join(sorted(set(letters)))
+    m = _BLANK.search(text)
+    if m:
+        return "fill_in_blank", m.group(0)
+    return "proof", ""
+
+
+# ------------------------------------------------------------------------------------- duplicates
+
+_LATEX_SPACING = re.compile(r"\\(?:[,;:! ]|quad|qquad|left|right|displaystyle|textstyle)")
+
+
+def normalize_text(text: str) -> str:
+    """Text for duplicate detection: NFKC, lower case, no LaTeX spacing/``$``, punctuation-light, one space.
+
+    >>> normalize_text("Prove  that $x^2\\\\geq 0$ for all real $x$.") == normalize_text("prove that x^2\\\\geq 0 for all real x")
+    True
+    """
+    t = unicodedata.normalize("NFKC", text or "").lower()
+    t = _LATEX_SPACING.sub(" ", t)
+    t = re.sub(r"[$.,;:!?\"'`]", " ", t)
+    return re.sub(r"\s+", " ", t).strip()
+
+
+def near_duplicate_pairs(texts: Sequence[str], threshold: float, chunk: int = 2048) -> list[tuple[int, int, float]]:
+    """``(i, j, similarity)`` with ``j < i`` for each i whose most similar earlier text reaches ``threshold``.
+
+    Cosine similarity of character 3-5-gram TF-IDF vectors (scikit-learn), computed in chunks.
+    """
+    import numpy as np
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    if len(texts) < 2:
+        return []
+    x = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True).fit_transform(texts)
+    out = []
+    for start in range(0, len(texts), chunk):
+        sim = (x[start:start + chunk] @ x.T).toarray()
+        for r in range(sim.shape[0]):
+            i = start + r
+            if i == 0:
+                continue
+            row = sim[r, :i]
+            j = int(np.argmax(row))
+            if row[j] >= threshold:
+                out.append((i, j, float(row[j])))
+    return out
+
+
+# ------------------------------------------------------------------------------------- classifier
+
+
+def parse_task_type(text: str | None):
+    """The classifier's label from the last answer block (``task_type: ...``), with an explicit status.
+
+    >>> parse_task_type("Asks for a proof.\\n<final_answer>\\ntask_type: proof\\n</final_answer>").value
+    'proof'
+    >>> parse_task_type("<final_answer>task_type: essay</final_answer>").status
+    <ParseStatus.BAD_VALUE: 'bad_value'>
+    >>> parse_task_type("proof").status
+    <ParseStatus.NO_ANSWER_BLOCK: 'no_answer_block'>
+    """
+    from verifier.parser import JudgeAnswer, _answer_fields
+
+    value, failed, before = _answer_fields(text, ("task_type", "type", "label"))
+    if failed:
+        return failed
+    v = re.sub(r"[\s-]+", "_", value.strip().lower().strip("*`'\""))
+    v = {"true_or_false": "true_false", "multiple_choice_question": "multiple_choice", "mcq": "multiple_choice",
+         "fill_in_the_blank": "fill_in_blank", "fill_in_blanks": "fill_in_blank"}.get(v, v)
+    if v not in TASK_TYPES:
+        return JudgeAnswer(ParseStatus.BAD_VALUE, raw_text=text or "", rationale=before,
+                           detail=f"task_type: {value!r} is not one of {', '.join(TASK_TYPES)}")
+    return JudgeAnswer(ParseStatus.OK, v, before, text or "")
+
+
+def classify(problems: Sequence[ProofProblem], cfg: ClassifierConfig, progress: bool = False) -> list[tuple[str | None, str, str]]:
+    """``(label or None, status, detail)`` per problem from the LLM classifier."""
+    from verifier.engine import GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
+    from verifier.templates import as_messages, render
+
+    engine = OpenAIEngine(cfg.endpoint)
+    reqs = [GenerationRequest(as_messages(render(cfg.template, problem=p.problem)), n=1,
+                              seed=base_seed(f"classify:{p.id}", cfg.seed), key=p.id) for p in problems]
+    outs = engine.generate(reqs, SamplingConfig(temperature=cfg.temperature, max_tokens=cfg.max_tokens),
+                           progress=progress)
+    res = []
+    for [c] in outs:
+        if c.status != "ok":
+            res.append((None, c.status, c.error or ""))
+            continue
+        a = parse_task_type(c.text)
+        if not a.ok and c.finish_reason == "length":
+            res.append((None, ParseStatus.TRUNCATED.value, a.detail))
+        else:
+            res.append((a.value, a.status.value, a.detail))
+    return res
+
+
+# ------------------------------------------------------------------------------------------- run
+
+
+def curate(problems: Sequence[ProofProblem], cfg: CurateConfig) -> list[Decision]:
+    """One decision per problem, in input order (see the module docstring for the order of the filters)."""
+    if cfg.classifier.on_failure not in ("keep", "remove", "error"):
+        raise ValueError(f"curate config, field 'classifier.on_failure': use keep, remove or error, "
+                         f"got {cfg.classifier.on_failure!r}")
+    t = cfg.near_duplicate_threshold
+    if t is not None and not 0.0 < t <= 1.0:
+        raise ValueError(f"curate config, field 'near_duplicate_threshold': expected a value in (0, 1], got {t}")
+    dec = [Decision(p.id) for p in problems]
+    if cfg.rules:
+        for d, p in zip(dec, problems):
+            kind, evidence = rule_task_type(p.problem)
+            if kind != "proof":
+                d.reason, d.detail = f"answer_centric:{kind}", f"rule matched {evidence!r}"
+    live = [i for i, d in enumerate(dec) if d.kept]
+    norm = {i: normalize_text(problems[i].problem) for i in live}
+    if cfg.exact_duplicates:
+        first: dict[str, int] = {}
+        for i in live:
+            if norm[i] in first:
+                dec[i].reason, dec[i].detail = "duplicate", f"same normalised text as {problems[first[norm[i]]].id!r}"
+            else:
+                first[norm[i]] = i
+        live = [i for i in live if dec[i].kept]
+    if t is not None:
+        # compare each problem with every earlier survivor; a near-duplicate of a removed one is judged again
+        for a, b, s in near_duplicate_pairs([norm[i] for i in live], t):
+            i, j = live[a], live[b]
+            if dec[j].kept and dec[i].kept:
+                dec[i].reason, dec[i].detail = "near_duplicate", f"similarity {s:.3f} to {problems[j].id!r}"
+        live = [i for i in live if dec[i].kept]
+    if cfg.classifier.enabled and live:
+        labels = classify([problems[i] for i in live], cfg.classifier, cfg.progress)
+        failed = []
+        for i, (label, status, detail) in zip(live, labels):
+            d = dec[i]
+            d.classifier_label, d.classifier_status = label, status
+            if status != "ok":
+                failed.append((problems[i].id, status, detail))
+                if cfg.classifier.on_failure == "remove":
+                    d.reason, d.detail = "classifier_failed", f"{status}: {detail}"
+            elif label != "proof":
+                d.reason, d.detail = f"answer_centric:{label}", "LLM classifier"
+        if failed and cfg.classifier.on_failure == "error":
+            pid, status, detail = failed[0]
+            raise RuntimeError(f"{len(failed)} classification(s) failed, e.g. record {pid!r}, field "
+                               f"'classifier_status': {status} ({detail}); on_failure=keep or remove to continue")
+    return dec
+
+
+def summary(problems: Sequence[ProofProblem], dec: Sequence[Decision], cfg: CurateConfig) -> dict[str, Any]:
+    reasons = Counter(d.reason for d in dec if not d.kept)
+    cls = Counter(d.classifier_status for d in dec if d.classifier_status is not None)
+    return {
+        "input": cfg.input, "problems": len(problems), "kept": sum(d.kept for d in dec),
+        "removed": sum(not d.kept for d in dec), "removed_by_reason": dict(sorted(reasons.items())),
+        "classifier": {"enabled": cfg.classifier.enabled, "status": dict(sorted(cls.items())),
+                       "on_failure": cfg.classifier.on_failure,
+                       "kept_after_failure": sum(1 for d in dec if d.kept and d.classifier_status not in (None, "ok"))},
+        "near_duplicate_threshold": cfg.near_duplicate_threshold, "rules": cfg.rules,
+    }
+
+
+def card(s: dict[str, Any], dec: Sequence[Decision], problems: Sequence[ProofProblem]) -> str:
+    rows = "\n".join(f"| {k} | {v} |" for k, v in s["removed_by_reason"].items()) or "| (none) | 0 |"
+    by_id = {p.id: p for p in problems}
+    ex = "".join(f"- `{d.id}` ({d.reason}; {d.detail}): {by_id[d.id].problem[:160]!r}\n"
+                 for d in [d for d in dec if not d.kept][:30])
+    cls = s["classifier"]
+    return (
+        "# Curated proof problems\n\n"
+        "Section 3.1 *Parsing & Filtering*: answer-centric tasks (true-or-false, multiple choice,\n"
+        "fill-in-the-blank) and duplicates removed; `python -m data_pipeline.curate`.\n\n"
+        f"Input: `{s['input']}`\n\n"
+        f"- problems read: {s['problems']}\n- kept: {s['kept']} (`problems.jsonl`)\n"
+        f"- removed: {s['removed']} (`removed.jsonl`)\n"
+        f"- LLM classifier: {'on' if cls['enabled'] else 'off'}"
+        + (f"; statuses {cls['status']}; failures kept: {cls['kept_after_failure']} (on_failure={cls['on_failure']})"
+           if cls["enabled"] else "") + "\n\n"
+        "## Removed by reason\n\n| reason | problems |\n|---|---|\n" + rows + "\n\n"
+        + ("## Examples of removed problems\n\n" + ex if ex else "")
+    )
+
+
+def plot(s: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = ["kept"] + list(s["removed_by_reason"])
+    values = [s["kept"]] + list(s["removed_by_reason"].values())
+    fig, ax = plt.subplots(figsize=(6, 0.5 + 0.4 * len(labels)))
+    ax.barh(labels[::-1], values[::-1], color=["tab:red"] * (len(labels) - 1) + ["tab:green"])
+    ax.set_xlabel("problems")
+    ax.set_title(f"curation of {s['problems']} problems")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run(cfg: CurateConfig) -> dict[str, Any]:
+    """Load, decide, write ``problems.jsonl``, ``removed.jsonl``, summary, card and plot."""
+    from verifier.io import write_jsonl
+
+    if not cfg.input or not cfg.out:
+        raise ValueError("curate config: input=PATH and out=DIR are required")
+    problems = load_proofbench_problems(cfg.input)
+    dec = curate(problems, cfg)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    kept, removed = [], []
+    for p, d in zip(problems, dec):
+        row = {k: v for k, v in asdict(p).items() if v or k in ("id", "problem")}
+        if d.kept:
+            kept.append(row)
+        else:
+            removed.append({"id": p.id, "reason": d.reason, "detail": d.detail, "classifier_label": d.classifier_label,
+                            "classifier_status": d.classifier_status, "problem": p.problem})
+    write_jsonl(out / "problems.jsonl", kept)
+    write_jsonl(out / "removed.jsonl", removed)
+    s = summary(problems, dec, cfg)
+    (out / "curate_summary.json").write_text(json.dumps(s, indent=1) + "\n", encoding="utf-8")
+    (out / "README.md").write_text(card(s, dec, problems), encoding="utf-8")
+    if cfg.plot:
+        plot(s, out / "curation.png")
+    return s
+
+
+def main() -> None:
+    """Hydra app: ``python -m data_pipeline.curate input=PATH out=DIR``."""
+    from verifier.config import hydra_main
+
+    @hydra_main("curate", CurateConfig)
+    def _run(cfg: CurateConfig) -> None:
+        s = run(cfg)
+        print(f"curate: kept {s['kept']} of {s['problems']} problems (removed {s['removed_by_reason']}); "
+              f"problems: {Path(cfg.out) / 'problems.jsonl'}")
+
+    _run()
+
+
+if __name__ == "__main__":
+    main()

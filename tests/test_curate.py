@@ -1,0 +1,107 @@
+"""Problem curation (section 3.1): answer-centric rules, duplicates, classifier label parsing, outputs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from data_pipeline.curate import CurateConfig, curate, normalize_text, parse_task_type, rule_task_type, run
+from data_pipeline.importers import ProofProblem, load_proofbench_problems
+from verifier.io import read_jsonl, write_jsonl
+from verifier.records import ParseStatus
+
+REPO = Path(__file__).resolve().parents[1]
+
+ANSWER_CENTRIC = [
+    ("True or false: every bounded sequence of reals converges.", "true_false"),
+    ("Decide (T/F) whether $\\mathbb{Q}$ is complete.", "true_false"),
+    ("Which of the following groups is cyclic? (A) $S_3$ (B) $\\mathbb{Z}_6$ (C) $D_4$ (D) $Q_8$", "multiple_choice"),
+    ("Let $f(x)=x^2$. Then f'(1) equals\n(A) 0\n(B) 1\n(C) 2\n(D) 4", "multiple_choice"),
+    ("The dimension of the space of $3\\times 3$ symmetric matrices is ____.", "fill_in_blank"),
+    ("Fill in the blank: the order of $S_4$ is \\underline{\\hspace{1cm}}.", "fill_in_blank"),
+]
+PROOFS = [
+    "Prove that there are infinitely many primes.",
+    "Let $G$ be a finite group of order $p^2$. Show that $G$ is abelian.",
+    "Prove or disprove: every continuous function on $[0,1]$ is uniformly continuous.",
+    "Let (a_n) be a sequence with a_{n+1} = a_n / 2. Determine all limits and prove your answer.",
+]
+
+
+@pytest.mark.parametrize("text,kind", ANSWER_CENTRIC)
+def test_rules_flag_answer_centric(text, kind):
+    assert rule_task_type(text)[0] == kind
+
+
+@pytest.mark.parametrize("text", PROOFS)
+def test_rules_keep_proof_problems(text):
+    assert rule_task_type(text) == ("proof", "")
+
+
+def test_real_proofbench_is_not_flagged(shared_data):
+    """IMO-ProofBench v2 has only proof problems: the rules must keep (almost) all of them."""
+    problems = load_proofbench_problems(shared_data / "imo_proofbench_v2" / "proofbench_v2.csv")
+    flagged = [(p.id, rule_task_type(p.problem)) for p in problems if rule_task_type(p.problem)[0] != "proof"]
+    assert len(flagged) <= len(problems) // 50, flagged
+
+
+def test_duplicates_exact_and_near():
+    ps = [ProofProblem("a", "Prove that $\\sqrt{2}$ is irrational."),
+          ProofProblem("b", "prove that  \\sqrt{2} is irrational"),  # same normalised text
+          ProofProblem("c", "Prove that the number $\\sqrt{2}$ is irrational."),  # near duplicate
+          ProofProblem("d", "Prove that every group of prime order is cyclic."),
+          ProofProblem("e", "True or false: $\\sqrt{2}$ is irrational.")]
+    assert normalize_text(ps[0].problem) == normalize_text(ps[1].problem)
+    dec = {d.id: d for d in curate(ps, CurateConfig(near_duplicate_threshold=0.8))}
+    assert dec["a"].kept and dec["d"].kept
+    assert dec["b"].reason == "duplicate" and "'a'" in dec["b"].detail
+    assert dec["c"].reason == "near_duplicate" and "'a'" in dec["c"].detail
+    assert dec["e"].reason == "answer_centric:true_false"
+    dec = {d.id: d for d in curate(ps, CurateConfig(near_duplicate_threshold=None))}
+    assert dec["c"].kept  # near-duplicate removal off
+    with pytest.raises(ValueError, match="near_duplicate_threshold"):
+        curate(ps, CurateConfig(near_duplicate_threshold=1.5))
+
+
+def test_classifier_label_parsing_statuses():
+    ok = parse_task_type("It asks to pick an option.\n<final_answer>\ntask_type: Multiple choice\n</final_answer>")
+    assert ok.status is ParseStatus.OK and ok.value == "multiple_choice"
+    assert parse_task_type("").status is ParseStatus.EMPTY
+    assert parse_task_type("task_type: proof").status is ParseStatus.NO_ANSWER_BLOCK
+    assert parse_task_type("<final_answer>kind: proof</final_answer>").status is ParseStatus.MISSING_FIELD
+    assert parse_task_type("<final_answer>task_type: proof\ntask_type: true_false</final_answer>").status \
+        is ParseStatus.AMBIGUOUS
+    assert parse_task_type("<final_answer>task_type: essay</final_answer>").status is ParseStatus.BAD_VALUE
+
+
+def test_run_writes_kept_removed_card_and_cli(tmp_path):
+    rows = [{"id": f"p{i}", "problem": t, "subject": "algebra"} for i, t in enumerate(PROOFS)]
+    rows += [{"id": f"x{i}", "problem": t} for i, (t, _) in enumerate(ANSWER_CENTRIC)]
+    rows.append({"id": "dup", "problem": PROOFS[0].upper()})
+    write_jsonl(tmp_path / "in.jsonl", rows)
+    s = run(CurateConfig(input=str(tmp_path / "in.jsonl"), out=str(tmp_path / "out"), progress=False))
+    assert s["kept"] == len(PROOFS) and s["removed"] == len(ANSWER_CENTRIC) + 1
+    assert s["removed_by_reason"] == {"answer_centric:fill_in_blank": 2, "answer_centric:multiple_choice": 2,
+                                      "answer_centric:true_false": 2, "duplicate": 1}
+    kept = load_proofbench_problems(tmp_path / "out" / "problems.jsonl")  # candidates reads this file
+    assert [p.id for p in kept] == [f"p{i}" for i in range(len(PROOFS))] and kept[0].subject == "algebra"
+    removed = read_jsonl(tmp_path / "out" / "removed.jsonl")
+    assert all(r["reason"] and r["detail"] and r["problem"] for r in removed)
+    assert "| duplicate | 1 |" in (tmp_path / "out" / "README.md").read_text()
+    assert (tmp_path / "out" / "curation.png").stat().st_size > 1000
+    r = subprocess.run([sys.executable, "-m", "data_pipeline.curate", f"input={tmp_path / 'in.jsonl'}",
+                        f"out={tmp_path / 'cli'}", "progress=false", "plot=false"],
+                       cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip().splitlines()[-1].startswith(f"curate: kept {len(PROOFS)} of {len(rows)} problems")
+    assert json.loads((tmp_path / "cli" / "curate_summary.json").read_text())["kept"] == len(PROOFS)
+
+
+def test_bad_input_names_record_and_field(tmp_path):
+    write_jsonl(tmp_path / "bad.jsonl", [{"id": "p1", "problem": "Prove x."}, {"id": "p2", "problem": ""}])
+    with pytest.raises(Exception, match="record 'p2', field 'problem'"):
+        run(CurateConfig(input=str(tmp_path / "bad.jsonl"), out=str(tmp_path / "o")))

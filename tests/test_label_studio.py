@@ -1,0 +1,154 @@
+"""The annotation round trip through a REAL Label Studio server (appendix C.1, C.4, C.5).
+
+Label Studio runs as a separate program from its own virtualenv (``make label-studio`` ->
+``.venv-labelstudio``; its pins never touch ours), on localhost with SQLite, a free port and a
+data dir under the pytest tmp dir. Our side talks to it with ``label-studio-sdk`` only: create a
+project with our labeling config, import the exported tasks, submit annotations through the
+API as the annotator's browser does, export JSON, ingest, compare. A screenshot of the labeling
+page in headless Chromium is saved to ``test-artifacts/label-studio/``. The server is stopped
+(its whole process group) at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import free_port
+from test_annotate import GOOD, ls_result, make_queue
+
+from data_pipeline.annotate import AnnotateConfig, export
+from data_pipeline.ingest import IngestConfig, ingest
+from verifier.records import Annotation
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[1]
+LS_VENV = REPO / ".venv-labelstudio"
+ARTIFACTS = REPO / "test-artifacts" / "label-studio"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+USER = "annotator@example.com"
+BAD = {"reviewer_comment": "Recoverable after fatal.", "first_fatal_error_step": 0, "recoverable_error_steps": "1"}
+
+
+@pytest.fixture(scope="module")
+def label_studio(tmp_path_factory):
+    """A local Label Studio server (SQLite) with a user and an API token made non-interactively."""
+    exe = LS_VENV / "bin" / "label-studio"
+    if not exe.exists():
+        pytest.fail(f"{exe} is missing: run `make label-studio` (Label Studio in its own virtualenv)")
+    root = tmp_path_factory.mktemp("label-studio")
+    port, token, password = free_port(), secrets.token_hex(20), secrets.token_urlsafe(16)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(LABEL_STUDIO_BASE_DATA_DIR=str(root), LATEST_VERSION_CHECK="false", SENTRY_DSN="",
+               FRONTEND_SENTRY_DSN="", COLLECT_ANALYTICS="false", LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK="true")
+    log = open(root / "server.log", "w")  # noqa: SIM115  (closed in the finally below, after the server stops)
+    proc = subprocess.Popen(
+        [str(exe), "start", "--no-browser", "--data-dir", str(root), "--port", str(port), "--internal-host",
+         "127.0.0.1", "--username", USER, "--password", password, "--user-token", token,
+         "--enable-legacy-api-token", "--log-level", "WARNING"],
+        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 300
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"Label Studio exited ({proc.returncode}):\n{(root / 'server.log').read_text()[-3000:]}")
+            try:
+                if urllib.request.urlopen(url + "/health", timeout=2).status == 200:
+                    break
+            except OSError:
+                pass
+            if time.time() > deadline:
+                pytest.fail(f"Label Studio did not start:\n{(root / 'server.log').read_text()[-3000:]}")
+            time.sleep(1)
+        yield {"url": url, "token": token, "password": password, "root": root}
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        log.close()
+        with pytest.raises(ProcessLookupError):  # no orphans: the whole process group is gone
+            os.killpg(proc.pid, 0)
+
+
+def test_round_trip_through_label_studio(label_studio, tmp_path):
+    from label_studio_sdk import LabelStudio
+
+    rows = make_queue(tmp_path, n=5)
+    out = export(AnnotateConfig(queue=str(tmp_path / "sel" / "annotation_queue.jsonl"), out=str(tmp_path / "ls")))
+    ls = LabelStudio(base_url=label_studio["url"], api_key=label_studio["token"])
+    project = ls.projects.create(title="Proof annotation (test)", label_config=(out / "label_config.xml").read_text())
+    tasks = json.loads((out / "tasks.json").read_text())
+    imported = ls.projects.import_tasks(project.id, request=tasks, return_task_ids=True)
+    assert imported.task_count == len(rows)
+    task_of = {t.data["trajectory_id"]: t.id for t in ls.tasks.list(project=project.id)}
+    assert set(task_of) == {r["id"] for r in rows}
+
+    # the annotator submits each task (the browser posts the same result JSON to /api/tasks/<id>/annotations)
+    submitted = dict(zip([r["id"] for r in rows], GOOD + [BAD]))
+    for rid, fields in submitted.items():
+        ls.annotations.create(id=task_of[rid], result=ls_result(fields), was_cancelled=False, lead_time=12.5)
+
+    export_path = tmp_path / "export.json"
+    export_path.write_bytes(b"".join(ls.projects.exports.download_sync(project.id, export_type="JSON",
+                                                                        download_all_tasks=True)))
+    r = ingest(IngestConfig(input=str(export_path), out=str(tmp_path / "ing"), on_error="skip", progress=False))
+    # the inconsistent annotation is rejected, naming the Label Studio task and the field
+    assert len(r.errors) == 1 and r.errors[0].field == "annotation.recoverable_error_steps"
+    assert f"(Label Studio task {task_of[rows[4]['id']]})" in str(r.errors[0]), str(r.errors[0])
+    got = {t.id: t for t in r.records + r.excluded}
+    assert set(got) == {r["id"] for r in rows[:4]} and len(r.excluded) == 1
+    for row in rows[:4]:
+        t = got[row["id"]]
+        expected = Annotation.from_dict(submitted[row["id"]], row["id"], n_steps=len(row["proof_steps"]))
+        assert t.annotation == expected, (t.annotation, expected)
+        assert list(t.proof_steps) == row["proof_steps"] and t.problem == row["problem"]
+        assert t.meta["label_studio"]["task_id"] == task_of[row["id"]]
+        assert t.meta["selection"] == row["meta"]["selection"]
+
+    _screenshot(label_studio, project.id, task_of[rows[0]["id"]], rows[0], tmp_path)
+
+
+def _screenshot(ls, project_id: int, task_id: int, row: dict, tmp_path: Path) -> None:
+    """Log in as the annotator and photograph the labeling page of one task (headless Chromium)."""
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: run `make browser-deps` (apt-get install -y chromium)")
+    from playwright.sync_api import sync_playwright
+
+    shot = tmp_path / "labeling-page.png"
+    with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile, sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(profile, executable_path=str(CHROMIUM), headless=True,
+                                                   args=CHROMIUM_ARGS, viewport={"width": 1400, "height": 1800})
+        try:
+            page = ctx.new_page()
+            page.goto(ls["url"] + "/user/login/")
+            page.fill("input[name=email]", USER)
+            page.fill("input[name=password]", ls["password"])
+            page.click("button[type=submit], input[type=submit]")
+            page.wait_for_url("**/projects/**", timeout=60_000)
+            page.goto(f"{ls['url']}/projects/{project_id}/data?task={task_id}")
+            page.get_by_text(row["problem"]).first.wait_for(timeout=120_000)
+            page.get_by_text("Auxiliary verifications").first.wait_for(timeout=30_000)
+            page.get_by_text(row["proof_steps"][0]).first.wait_for(timeout=30_000)
+            page.wait_for_timeout(1500)
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            ctx.close()
+    assert shot.stat().st_size > 20_000
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shutil.copy(shot, ARTIFACTS / "labeling-page.png")
