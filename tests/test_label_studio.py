@@ -4,8 +4,9 @@ Label Studio runs as a separate program from its own virtualenv (``make label-st
 ``.venv-labelstudio``; its pins never touch ours), on localhost with SQLite, a free port and a
 data dir under the pytest tmp dir. Our side talks to it with ``label-studio-sdk`` only: create a
 project with our labeling config, import the exported tasks, submit annotations through the
-API as the annotator's browser does, export JSON, ingest, compare. A screenshot of the labeling
-page in headless Chromium is saved to ``test-artifacts/label-studio/``. The server is stopped
+API as the annotator's browser does (one task is labelled on the real labeling page in headless
+Chromium), export JSON, ingest, compare. A screenshot of the labeling page is saved to
+``test-artifacts/label-studio/labeling-page.png``. The server is stopped
 (its whole process group) at the end.
 """
 
@@ -99,9 +100,11 @@ def test_round_trip_through_label_studio(label_studio, tmp_path):
     task_of = {t.data["trajectory_id"]: t.id for t in ls.tasks.list(project=project.id)}
     assert set(task_of) == {r["id"] for r in rows}
 
-    # the annotator submits each task (the browser posts the same result JSON to /api/tasks/<id>/annotations)
+    # the annotator labels the first task on the real labeling page (headless Chromium; screenshot kept) ...
     submitted = dict(zip([r["id"] for r in rows], GOOD + [BAD]))
-    for rid, fields in submitted.items():
+    _annotate_in_browser(label_studio, project.id, task_of[rows[0]["id"]], rows[0], submitted[rows[0]["id"]], tmp_path)
+    # ... and the others through the API the page posts to (/api/tasks/<id>/annotations)
+    for rid, fields in list(submitted.items())[1:]:
         ls.annotations.create(id=task_of[rid], result=ls_result(fields), was_cancelled=False, lead_time=12.5)
 
     export_path = tmp_path / "export.json"
@@ -121,11 +124,9 @@ def test_round_trip_through_label_studio(label_studio, tmp_path):
         assert t.meta["label_studio"]["task_id"] == task_of[row["id"]]
         assert t.meta["selection"] == row["meta"]["selection"]
 
-    _screenshot(label_studio, project.id, task_of[rows[0]["id"]], rows[0], tmp_path)
 
-
-def _screenshot(ls, project_id: int, task_id: int, row: dict, tmp_path: Path) -> None:
-    """Log in as the annotator and photograph the labeling page of one task (headless Chromium)."""
+def _annotate_in_browser(ls, project_id: int, task_id: int, row: dict, fields: dict, tmp_path: Path) -> None:
+    """Log in as the annotator, photograph the labeling page of one task, fill in the C.4 fields, submit."""
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: run `make browser-deps` (apt-get install -y chromium)")
     from playwright.sync_api import sync_playwright
@@ -139,14 +140,24 @@ def _screenshot(ls, project_id: int, task_id: int, row: dict, tmp_path: Path) ->
             page.goto(ls["url"] + "/user/login/")
             page.fill("input[name=email]", USER)
             page.fill("input[name=password]", ls["password"])
-            page.click("button[type=submit], input[type=submit]")
-            page.wait_for_url("**/projects/**", timeout=60_000)
+            page.click("button[type=submit]")
+            page.wait_for_load_state("networkidle", timeout=60_000)
             page.goto(f"{ls['url']}/projects/{project_id}/data?task={task_id}")
+            # what C.1 lists is on the page: problem, official solution, numbered steps, unverified references
             page.get_by_text(row["problem"]).first.wait_for(timeout=120_000)
-            page.get_by_text("Auxiliary verifications").first.wait_for(timeout=30_000)
-            page.get_by_text(row["proof_steps"][0]).first.wait_for(timeout=30_000)
-            page.wait_for_timeout(1500)
+            for text in ("Official solution", "Step 0", row["proof_steps"][0], "do not trust them by default",
+                         "flagged steps", "verdict: invalid; first error step: 1"):
+                page.get_by_text(text).first.wait_for(timeout=30_000)
+            page.fill("textarea[name=reviewer_comment]", fields["reviewer_comment"])
+            page.press("textarea[name=reviewer_comment]", "Shift+Enter")
+            page.fill("input[name=first_fatal_error_step]", str(fields["first_fatal_error_step"]))
+            page.fill("input[name=recoverable_error_steps]", fields["recoverable_error_steps"])
+            page.press("input[name=recoverable_error_steps]", "Enter")
+            page.wait_for_timeout(500)
             page.screenshot(path=str(shot), full_page=True)
+            with page.expect_response(lambda r: "/annotations" in r.url and r.request.method == "POST") as resp:
+                page.get_by_role("button", name="Submit").click()
+            assert resp.value.status == 201, resp.value.text()
         finally:
             ctx.close()
     assert shot.stat().st_size > 20_000
