@@ -16,7 +16,8 @@ and the same generator revises it from the critique (``revise_proof.j2``). With
 Every version is kept as a ``ProofTrajectory`` without annotation in ``candidates.jsonl`` (the
 ``trajectories=`` input of ``data_pipeline.selection``), id ``<problem>-g<generator>-s<sample>-r<round>``,
 with provenance in ``meta.candidate``: model, generator index, sample, round, parent id, the
-critic and the critique (verdict, first error step, rationale) that led to the revision.
+critic and the critique (verdict, first error step, rationale) that led to the revision, and the
+generation's finish reason (``length``: cut at ``max_tokens``, counted as ``truncated``).
 Versions not produced are in ``skipped.jsonl`` with a reason (``empty_proof``,
 ``prompt_too_long``, ``accepted_by_critic``, ``critic_failed``) and counted in ``candidates_summary.json``.
 
@@ -189,6 +190,8 @@ def run(cfg: CandidatesConfig) -> dict[str, Any]:
                     continue
                 t = _trajectory(p, g, cfg.generators[g].model, s, rnd, steps, parent.id if parent else None, crit,
                                 cfg.critic if parent else None)
+                t.meta["candidate"]["finish_reason"] = c.finish_reason  # "length": cut at max_tokens
+                stats["truncated"] += c.finish_reason == "length"
                 cand.write(t.to_dict())
                 done[vid] = t
                 stats[f"written_round_{rnd}"] += 1
