@@ -86,7 +86,7 @@ class Decision:
 
 _OPTION = re.compile(r"(?:^|\s|\n)\(?([A-Ea-e])[\).]\s+\S")
 _MC_PHRASES = re.compile(r"which of the following|choose the correct|select the correct|"
-                         r"(?:select|choose|pick) (?:one|all) (?:of|that)|answer choices", re.IGNORECASE)
+                         r"(?:select|choose|pick) (?:one|all) (?:of the following|that apply)|answer choices", re.IGNORECASE)
 _TF = re.compile(r"true\s+or\s+false|true\s*/\s*false|\(\s*T\s*/\s*F\s*\)|"
                  r"(?:is|are) the following (?:statements?|claims?) (?:true|correct)\s*\?", re.IGNORECASE)
 _BLANK = re.compile(r"_{3,}|(?:\\_){2,}|\\underline\{\s*(?:\\hspace|\\quad|\\qquad|\s*\})|\\blank\b|"

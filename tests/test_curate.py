@@ -43,10 +43,11 @@ def test_rules_keep_proof_problems(text):
 
 
 def test_real_proofbench_is_not_flagged(shared_data):
-    """IMO-ProofBench v2 has only proof problems: the rules must keep (almost) all of them."""
+    """IMO-ProofBench v2 has only proof problems ("choose one of the two operations" is not an options list)."""
     problems = load_proofbench_problems(shared_data / "imo_proofbench_v2" / "proofbench_v2.csv")
     flagged = [(p.id, rule_task_type(p.problem)) for p in problems if rule_task_type(p.problem)[0] != "proof"]
-    assert len(flagged) <= len(problems) // 50, flagged
+    assert not flagged, flagged
+    assert rule_task_type("Choose one of the following: (A) 1 (B) 2 (C) 3")[0] == "multiple_choice"
 
 
 def test_duplicates_exact_and_near():
