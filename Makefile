@@ -72,7 +72,7 @@ $(KATEX_DIR)/katex.min.js:
 	rm -rf $(KATEX_DIR).tmp
 
 # Label Studio (data_pipeline.annotate; tests/test_label_studio.py starts it): a separate program with its own
-# pins, installed in its own virtualenv so that they never touch ours. Our side needs only label-studio-sdk.
+# pins, installed in its own virtualenv so that they never touch ours. Our side speaks its HTTP API.
 LABEL_STUDIO_VENV ?= .venv-labelstudio
 LABEL_STUDIO_VERSION ?= 1.23.2
 

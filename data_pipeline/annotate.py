@@ -175,7 +175,7 @@ def export(cfg: AnnotateConfig) -> Path:
         f"{f' (from `{jpath}`)' if jpath.exists() else ''}.\n\n"
         "1. Start Label Studio (`make label-studio` installs it in `.venv-labelstudio`; then\n"
         "   `.venv-labelstudio/bin/label-studio start`), create a project and paste `label_config.xml`\n"
-        "   under *Settings → Labeling Interface → Code* (or create it with `label-studio-sdk`).\n"
+        "   under *Settings → Labeling Interface → Code* (or `POST /api/projects` with it as `label_config`).\n"
         "2. Import `tasks.json` (*Import*), annotate, then *Export → JSON*.\n"
         "3. `python -m data_pipeline.ingest input=EXPORT.json out=DIR` (or `python -m data_pipeline.annotate\n"
         "   import input=EXPORT.json out=DIR`): validated records, errors naming the task id and field.\n",

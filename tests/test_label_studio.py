@@ -2,7 +2,7 @@
 
 Label Studio runs as a separate program from its own virtualenv (``make label-studio`` ->
 ``.venv-labelstudio``; its pins never touch ours), on localhost with SQLite, a free port and a
-data dir under the pytest tmp dir. Our side talks to it with ``label-studio-sdk`` only: create a
+data dir under the pytest tmp dir. Our side talks to it over its HTTP API only (``requests``): create a
 project with our labeling config, import the exported tasks, submit annotations through the
 API as the annotator's browser does (one task is labelled on the real labeling page in headless
 Chromium), export JSON, ingest, compare. A screenshot of the labeling page is saved to
@@ -87,29 +87,47 @@ def label_studio(tmp_path_factory):
             os.killpg(proc.pid, 0)
 
 
-def test_round_trip_through_label_studio(label_studio, tmp_path):
-    from label_studio_sdk import LabelStudio
+class LabelStudioAPI:
+    """The few calls of Label Studio's REST API we need (token auth)."""
 
+    def __init__(self, url: str, token: str):
+        import requests
+
+        self.url, self.s = url, requests.Session()
+        self.s.headers["Authorization"] = f"Token {token}"
+
+    def call(self, method: str, path: str, **kw):
+        r = self.s.request(method, self.url + path, timeout=120, **kw)
+        assert r.ok, f"{method} {path}: {r.status_code} {r.text[:2000]}"
+        return r.json()
+
+
+def test_round_trip_through_label_studio(label_studio, tmp_path):
     rows = make_queue(tmp_path, n=5)
     out = export(AnnotateConfig(queue=str(tmp_path / "sel" / "annotation_queue.jsonl"), out=str(tmp_path / "ls")))
-    ls = LabelStudio(base_url=label_studio["url"], api_key=label_studio["token"])
-    project = ls.projects.create(title="Proof annotation (test)", label_config=(out / "label_config.xml").read_text())
+    api = LabelStudioAPI(label_studio["url"], label_studio["token"])
+    project = api.call("POST", "/api/projects", json={"title": "Proof annotation (test)",
+                                                      "label_config": (out / "label_config.xml").read_text()})
     tasks = json.loads((out / "tasks.json").read_text())
-    imported = ls.projects.import_tasks(project.id, request=tasks, return_task_ids=True)
-    assert imported.task_count == len(rows)
-    task_of = {t.data["trajectory_id"]: t.id for t in ls.tasks.list(project=project.id)}
+    imported = api.call("POST", f"/api/projects/{project['id']}/import", json=tasks)
+    assert imported["task_count"] == len(rows)
+    listed = api.call("GET", "/api/tasks", params={"project": project["id"], "page_size": 100})
+    listed = listed["tasks"] if isinstance(listed, dict) else listed
+    task_of = {t["data"]["trajectory_id"]: t["id"] for t in listed}
     assert set(task_of) == {r["id"] for r in rows}
 
     # the annotator labels the first task on the real labeling page (headless Chromium; screenshot kept) ...
     submitted = dict(zip([r["id"] for r in rows], GOOD + [BAD]))
-    _annotate_in_browser(label_studio, project.id, task_of[rows[0]["id"]], rows[0], submitted[rows[0]["id"]], tmp_path)
+    _annotate_in_browser(label_studio, project["id"], task_of[rows[0]["id"]], rows[0], submitted[rows[0]["id"]], tmp_path)
     # ... and the others through the API the page posts to (/api/tasks/<id>/annotations)
     for rid, fields in list(submitted.items())[1:]:
-        ls.annotations.create(id=task_of[rid], result=ls_result(fields), was_cancelled=False, lead_time=12.5)
+        api.call("POST", f"/api/tasks/{task_of[rid]}/annotations",
+                 json={"result": ls_result(fields), "was_cancelled": False, "lead_time": 12.5})
 
     export_path = tmp_path / "export.json"
-    export_path.write_bytes(b"".join(ls.projects.exports.download_sync(project.id, export_type="JSON",
-                                                                        download_all_tasks=True)))
+    exported = api.call("GET", f"/api/projects/{project['id']}/export",
+                        params={"exportType": "JSON", "download_all_tasks": "true"})
+    export_path.write_text(json.dumps(exported))
     r = ingest(IngestConfig(input=str(export_path), out=str(tmp_path / "ing"), on_error="skip", progress=False))
     # the inconsistent annotation is rejected, naming the Label Studio task and the field
     assert len(r.errors) == 1 and r.errors[0].field == "annotation.recoverable_error_steps"
