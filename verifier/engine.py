@@ -120,6 +120,10 @@ class Engine(Protocol):
                         ) -> list[list[Completion]]: ...
 
 
+# the values vLLM's OpenAI server accepts (gpt-oss: low | medium | high; "none" turns thinking off)
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
 @dataclass
 class EndpointConfig:
     """An OpenAI-compatible endpoint (a vLLM server, or any provider)."""
@@ -135,7 +139,7 @@ class EndpointConfig:
     # command-line override `endpoint.extra_body={...}` assigns a dict (no `+` needed).
     extra_body: Any = None
     # Reasoning models: the per-request output budget (None: the caller's sampling.max_tokens),
-    # gpt-oss reasoning effort (low | medium | high; None: the server's default) and chat-template
+    # reasoning effort (gpt-oss: low | medium | high; None: the server's default) and chat-template
     # arguments (e.g. {enable_thinking: false} for Qwen3), sent with every request.
     max_tokens: int | None = None
     reasoning_effort: str | None = None
@@ -144,9 +148,9 @@ class EndpointConfig:
     def __post_init__(self) -> None:
         if self.max_tokens is not None and int(self.max_tokens) < 1:
             raise ValueError(f"endpoint {self.model!r}: max_tokens must be >= 1 or null, got {self.max_tokens}")
-        if self.reasoning_effort not in (None, "minimal", "low", "medium", "high"):
-            raise ValueError(f"endpoint {self.model!r}: reasoning_effort must be low, medium, high (or minimal), "
-                             f"got {self.reasoning_effort!r}")
+        if self.reasoning_effort not in (None, *REASONING_EFFORTS):
+            raise ValueError(f"endpoint {self.model!r}: reasoning_effort must be one of {', '.join(REASONING_EFFORTS)} "
+                             f"or null, got {self.reasoning_effort!r}")
         if self.chat_template_kwargs is not None and not isinstance(self.chat_template_kwargs, dict):
             raise ValueError(f"endpoint {self.model!r}: chat_template_kwargs must be a mapping, "
                              f"got {type(self.chat_template_kwargs).__name__}")

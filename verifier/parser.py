@@ -70,8 +70,10 @@ def _fields(body: str) -> dict[str, list[str]]:
 def split_thinking(text: str, opened_thinking: bool = False) -> tuple[str | None, str]:
     """``(answer text, reasoning)``; the answer is None when the thinking never closed.
 
-    ``opened_thinking``: the chat template opened ``<think>`` in the prompt, so the
-    completion is thinking until its first unmatched ``</think>``.
+    Closed ``<think>...</think>`` sections are reasoning; a bare ``</think>`` ends thinking
+    opened earlier (by the chat template, in the prompt) and only what follows the last one
+    is the answer. ``opened_thinking``: the prompt is known to end inside ``<think>``, so a
+    completion without ``</think>`` is all thinking.
 
     >>> split_thinking("<think>hm</think> answer")
     (' answer', 'hm')
