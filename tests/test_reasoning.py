@@ -168,6 +168,7 @@ def test_meta_reward_budget_comes_from_the_endpoint(reasoning_endpoint):
         asyncio.run(small(completions=completions, **cols))
 
 
+@pytest.mark.slow
 def test_llm_meta_reward_through_a_reasoning_judge_in_a_grpo_step(tmp_path, tiny_model, reasoning_endpoint):
     """(d) One real TRL GRPO step whose Meta-Ver-RL reward comes from a thinking meta-verifier."""
     from training.grpo import GRPORunConfig, run
