@@ -78,7 +78,8 @@ def run(cfg: JudgeAppConfig) -> dict[str, Any]:
         if (cfg.cache or "").lower() != "none":
             cache = PassCache(cfg.cache or str(out) + ".cache.sqlite")
         engine = OpenAIEngine(cfg.endpoint)
-        counts = {"written": 0, "failed": 0, "too_long": 0, "generated_passes": 0, "cached_passes": 0, "tokens": 0}
+        counts = {"written": 0, "failed": 0, "too_long": 0, "generated_passes": 0, "cached_passes": 0, "tokens": 0,
+                  "truncated_passes": 0, "unclosed_thinking_passes": 0}  # budget hit / ended inside <think>
 
         def persist(j: Judgment) -> None:
             if not j.complete:
@@ -89,6 +90,8 @@ def run(cfg: JudgeAppConfig) -> dict[str, Any]:
             appender.write(judgment_to_row(j))
             counts["written"] += 1
             counts["too_long"] += j.status == "too_long"
+            counts["truncated_passes"] += sum(p.status.value == "truncated" for p in j.passes)
+            counts["unclosed_thinking_passes"] += sum(p.status.value == "unclosed_thinking" for p in j.passes)
             counts["cached_passes"] += j.cached_passes
             counts["generated_passes"] += len(j.passes) - j.cached_passes
             counts["tokens"] += j.tokens

@@ -279,6 +279,8 @@ def score_predictions(gold: Sequence[ProofTrajectory], preds: Mapping[str, Predi
         "invalid": total["neg"],
         "accepted": total["accept"],
         "unparsed_verdict": sum(1 for _, p in pairs if p.verdict is None),
+        # failed passes by status (truncated: the budget was hit; unclosed_thinking: ended inside <think>)
+        "failed_passes": dict(Counter(q.parse_status.value for _, p in pairs for q in p.passes if not q.parse_status.ok)),
         "processbench_skipped_unknown_step": sum(
             1 for g, _ in pairs if g.annotation is not None and g.annotation.fatal_step_unknown),
     }

@@ -48,6 +48,7 @@ class MetaConfig:
     max_tokens: int = 2048
     run_seed: int = 0
     near: int = 1  # rule: a first error step within this many steps is a BASIC_MATCH
+    show_reasoning: bool = False  # llm: also show the verifier's private reasoning (B.3: rationale and verdict only)
 
 
 @dataclass
@@ -107,7 +108,8 @@ def make_meta_verifier(cfg: MetaConfig):
         return RuleMetaVerifier(near=cfg.near)
     if cfg.kind == "llm":
         return LLMMetaVerifier(OpenAIEngine(cfg.endpoint),
-                               SamplingConfig(temperature=cfg.temperature, max_tokens=cfg.max_tokens), cfg.run_seed)
+                               SamplingConfig(temperature=cfg.temperature, max_tokens=cfg.max_tokens), cfg.run_seed,
+                               show_reasoning=cfg.show_reasoning)
     raise ValueError(f"meta.kind must be rule or llm, got {cfg.kind!r}")
 
 

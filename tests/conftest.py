@@ -73,3 +73,61 @@ def endpoint(vllm_server):
 
     return EndpointConfig(base_url=vllm_server.base_url, api_key=API_KEY, model=vllm_server.model_name,
                           max_concurrency=32, timeout_s=120, max_retries=2, backoff_s=0.2)
+
+
+# --- reasoning models (issue 13) -----------------------------------------------------------------
+THINK_CHAT_TEMPLATE = (  # ChatML, plus Qwen3's switches: enable_thinking=false closes an empty <think> in the prompt
+    "{% if reasoning_effort is defined and reasoning_effort %}"
+    "{{ '<|im_start|>system\nReasoning: ' + reasoning_effort + '<|im_end|>\n' }}{% endif %}"
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
+    "{% if enable_thinking is defined and enable_thinking is false %}{{ '<think>\n\n</think>\n\n' }}{% endif %}"
+    "{% endif %}"
+)
+
+
+@pytest.fixture(scope="session")
+def think_model(tiny_model, tmp_path_factory) -> Path:
+    """A copy of the tiny model whose tokenizer has ``<think>`` / ``</think>`` tokens (as Qwen3 and
+    DeepSeek-R1 have; vLLM's reasoning parsers look them up) and a thinking-aware chat template."""
+    from tokenizers import AddedToken
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = tmp_path_factory.mktemp("think") / "model"
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    tok.add_tokens([AddedToken("<think>", special=False, normalized=False),
+                    AddedToken("</think>", special=False, normalized=False)])
+    tok.chat_template = THINK_CHAT_TEMPLATE
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    model.resize_token_embeddings(len(tok), pad_to_multiple_of=64)
+    tok.save_pretrained(out)
+    model.save_pretrained(out, safe_serialization=True)
+    return out
+
+
+@pytest.fixture(scope="session")
+def reasoning_server(think_model, tmp_path_factory):
+    """A second vLLM server: the think model with the ``deepseek_r1`` reasoning parser (answer in
+    ``content``, thinking in ``reasoning_content``), guided decoding allowed inside the thinking."""
+    import json
+
+    from verifier.serve import ServeConfig, VLLMServer
+
+    log = tmp_path_factory.mktemp("vllm-think") / "server.log"
+    cfg = ServeConfig(model=str(think_model), port=free_port(), api_key=API_KEY, log_file=str(log), omp_num_threads=1,
+                      kv_cache_memory_bytes="64M", max_num_seqs=32,
+                      extra_args=["--reasoning-parser", "deepseek_r1",
+                                  "--structured-outputs-config", json.dumps({"enable_in_reasoning": True})])
+    server = VLLMServer(cfg).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture()
+def reasoning_endpoint(reasoning_server):
+    from verifier.engine import EndpointConfig
+
+    return EndpointConfig(base_url=reasoning_server.base_url, api_key=API_KEY, model=reasoning_server.model_name,
+                          max_concurrency=32, timeout_s=120, max_retries=2, backoff_s=0.2)

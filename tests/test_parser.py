@@ -134,3 +134,97 @@ def test_meta_grades(text, grade):
 def test_meta_failures(text, status):
     out = parse_meta_verification(text)
     assert out.status is status and out.grade is None and out.reward is None
+
+
+# --- thinking (reasoning models, issue 13) -----------------------------------------------------
+# A block inside the thinking is a draft, never the answer: an unclosed <think> (output cut off,
+# or the model stopped while thinking) is a failure; thinking opened by the chat template in the
+# prompt ends at a bare </think> and only what follows it is the answer.
+
+THINK_FAIL_CASES = [
+    # (text, status): truncated or stopped inside the thinking after drafting a block
+    ("<think>The proof looks fine.\n" + B.format(v="valid", s=-1), ParseStatus.UNCLOSED_THINKING),
+    ("<think>" + B.format(v="invalid", s=1) + "\nHmm, let me re-check step 2", ParseStatus.UNCLOSED_THINKING),
+    ("<THINK>\n" + B.format(v="valid", s=-1) + "\n", ParseStatus.UNCLOSED_THINKING),
+    # a closed section, then thinking opened again and never closed
+    ("<think>a</think>Fine so far. <think>" + B.format(v="valid", s=-1), ParseStatus.UNCLOSED_THINKING),
+    # prompt-opened thinking: a bare </think> ends it; a draft block before it is not the answer
+    ("Draft: " + B.format(v="valid", s=-1) + "\n</think>\nI am not sure.", ParseStatus.NO_ANSWER_BLOCK),
+]
+
+
+@pytest.mark.parametrize("text,status", THINK_FAIL_CASES)
+def test_block_inside_unclosed_thinking_is_never_the_answer(text, status):
+    out = parse_verification(text)
+    assert out.status is status, out.detail
+    assert out.verdict is None and not out.accepts and out.detail
+
+
+def test_prompt_opened_thinking_reads_only_what_follows_close():
+    text = "Draft: " + B.format(v="valid", s=-1) + "\n</think>\nStep 2 divides by zero.\n" + B.format(v="invalid", s=2)
+    out = parse_verification(text)
+    assert out.ok and out.verdict is Verdict.INVALID and out.first_error_step == 2
+    assert out.rationale == "Step 2 divides by zero."  # the thinking is not the rationale
+    assert out.reasoning.startswith("Draft:")
+
+
+def test_prompt_opened_thinking_without_close_is_unclosed_when_told():
+    text = "I think it is fine. " + B.format(v="valid", s=-1)
+    assert parse_verification(text).ok  # nothing in the text says thinking was open
+    out = parse_verification(text, opened_thinking=True)
+    assert out.status is ParseStatus.UNCLOSED_THINKING and out.verdict is None
+    assert parse_verification(text + "</think>" + B.format(v="invalid", s=0), opened_thinking=True).ok
+
+
+def test_closed_thinking_is_reasoning_not_rationale():
+    out = parse_verification("<think>step 2 divides by 0?</think>\nStep 2 is wrong.\n" + B.format(v="invalid", s=2))
+    assert out.ok and out.rationale == "Step 2 is wrong." and out.reasoning == "step 2 divides by 0?"
+
+
+def test_meta_block_inside_unclosed_thinking_is_not_a_grade():
+    out = parse_meta_verification("<think>maybe\n<final_answer>grade: EXACT_MATCH</final_answer>")
+    assert out.status is ParseStatus.UNCLOSED_THINKING and out.grade is None
+
+
+# --- completions: finish_reason and server-separated reasoning ---------------------------------
+
+def test_completion_cut_by_max_tokens_is_truncated_never_a_verdict():
+    from verifier.parser import parse_completion
+
+    full = "Step 1 fails.\n" + B.format(v="invalid", s=1)
+    assert parse_completion(full, "stop").ok
+    for text in (full, "<think>" + full, "Step 1 fails.\n<final_answer>\nverdict: inv", ""):
+        out = parse_completion(text, "length", n_steps=3)
+        assert out.status is ParseStatus.TRUNCATED and out.verdict is None and not out.accepts, text
+        assert out.finish_reason == "length" and "max_tokens" in out.detail
+    assert "inside the thinking" in parse_completion("<think>" + full, "length").detail
+    assert "inside the thinking" in parse_completion("", "length", reasoning="so far so good").detail
+
+
+def test_completion_reasoning_is_stored_and_never_parsed():
+    from verifier.parser import parse_completion
+
+    ok = parse_completion("Step 1 fails.\n" + B.format(v="invalid", s=1), "stop",
+                          reasoning="Draft " + B.format(v="valid", s=-1), n_steps=3)
+    assert ok.ok and ok.verdict is Verdict.INVALID and ok.reasoning.startswith("Draft")
+    assert ok.rationale == "Step 1 fails." and ok.finish_reason == "stop"
+    # the server parser put everything in the reasoning (the model never closed its thinking)
+    only = parse_completion("", "stop", reasoning="Draft " + B.format(v="valid", s=-1))
+    assert only.status is ParseStatus.UNCLOSED_THINKING and only.verdict is None and only.reasoning
+
+
+def test_completion_engine_errors_keep_their_status():
+    from verifier.parser import parse_completion
+
+    assert parse_completion("", None, status="too_long", error="ctx").status is ParseStatus.TOO_LONG
+    out = parse_completion("", None, status="request_failed", error="down")
+    assert out.status is ParseStatus.REQUEST_FAILED and out.detail == "down"
+
+
+def test_meta_completion_cut_by_max_tokens_is_truncated():
+    from verifier.parser import parse_meta_completion
+
+    text = "<final_answer>\ngrade: EXACT_MATCH\n</final_answer>"
+    assert parse_meta_completion(text, "stop").grade is MetaGrade.EXACT_MATCH
+    out = parse_meta_completion("<think>long thoughts " + text, "length")
+    assert out.status is ParseStatus.TRUNCATED and out.grade is None and "max_tokens" in out.detail

@@ -118,6 +118,10 @@ class GRPOSettings:
     log_completions: bool = True
     num_completions_to_print: int = 0
     dataloader_num_workers: int = 0
+    # Reasoning policies (Qwen3-class think by default): leave completions cut at max_completion_length
+    # out of the loss (TRL), and the policy's chat-template arguments (e.g. {enable_thinking: false}).
+    mask_truncated_completions: bool = False
+    chat_template_kwargs: Any = None  # a mapping; Any so that `grpo.chat_template_kwargs={...}` assigns it
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -340,6 +344,9 @@ def grpo_config(cfg: GRPORunConfig, out: Path, reward_weights: list[float], repo
     )
     if g.vllm_server_base_url:
         kw["vllm_server_base_url"] = g.vllm_server_base_url
+    kw["mask_truncated_completions"] = g.mask_truncated_completions
+    if g.chat_template_kwargs:
+        kw["chat_template_kwargs"] = dict(g.chat_template_kwargs)
     kw.update(g.extra)
     return GRPOConfig(**kw)
 

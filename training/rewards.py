@@ -71,8 +71,9 @@ class RewardConfig:
     meta_judge: str = "rule"  # rule | llm
     endpoint: EndpointConfig = field(default_factory=lambda: EndpointConfig(max_concurrency=64, timeout_s=120.0,
                                                                             max_retries=3, backoff_s=1.0))
-    judge_max_tokens: int = 512
+    judge_max_tokens: int = 512  # the judge's budget when reward.endpoint.max_tokens is null (reasoning judges: set that)
     judge_temperature: float = 0.0
+    judge_sees_reasoning: bool = False  # show the judge the policy's <think> reasoning too (B.3: rationale only)
     max_failed_fraction: float = 0.25
     format_gate: bool = True  # unparseable outputs score 0 without a judge call (false: the judge grades them)
     near: int = 1  # rule-based meta-verifier: first-error step within `near` steps is a BASIC_MATCH
@@ -231,7 +232,7 @@ class MetaReward:
     def __init__(self, judge: str = "rule", endpoint: EndpointConfig | None = None, *,
                  max_failed_fraction: float = 0.25, judge_max_tokens: int = 512, judge_temperature: float = 0.0,
                  near: int = 1, log_rationale_chars: int = 400, verifier: Any = None, name: str = "meta",
-                 format_gate: bool = True):
+                 format_gate: bool = True, judge_sees_reasoning: bool = False):
         self.__name__ = name  # TRL names the reward component (rewards/<name>/mean) after this
         self.judge = judge
         self.format_gate = format_gate
@@ -244,8 +245,10 @@ class MetaReward:
         elif judge == "llm":
             if endpoint is None:
                 raise ValueError("the LLM meta reward needs an endpoint (reward.endpoint.base_url, model, api_key)")
+            # endpoint.max_tokens, when set, is the judge's budget (OpenAIEngine); else judge_max_tokens
             self.verifier = LLMMetaVerifier(OpenAIEngine(endpoint),
-                                            SamplingConfig(temperature=judge_temperature, max_tokens=judge_max_tokens))
+                                            SamplingConfig(temperature=judge_temperature, max_tokens=judge_max_tokens),
+                                            show_reasoning=judge_sees_reasoning)
         else:
             raise ValueError(f"unknown meta judge {judge!r} (expected rule or llm)")
         self.last = StepStats()
@@ -256,7 +259,8 @@ class MetaReward:
     def from_config(cls, cfg: RewardConfig) -> MetaReward:
         return cls(cfg.meta_judge, cfg.endpoint, max_failed_fraction=cfg.max_failed_fraction,
                    judge_max_tokens=cfg.judge_max_tokens, judge_temperature=cfg.judge_temperature, near=cfg.near,
-                   log_rationale_chars=cfg.log_rationale_chars, format_gate=cfg.format_gate)
+                   log_rationale_chars=cfg.log_rationale_chars, format_gate=cfg.format_gate,
+                   judge_sees_reasoning=cfg.judge_sees_reasoning)
 
     async def grade(self, trajs: Sequence[ProofTrajectory], outputs: Sequence[VerificationOutput]
                     ) -> tuple[list[MetaVerification | None], float]:

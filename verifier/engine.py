@@ -8,6 +8,13 @@ Two implementations with the same sampling semantics:
   model or LoRA-adapter name selectable.
 * ``VLLMOfflineEngine`` - ``vllm.LLM`` for single-node batch jobs (in ``verifier.offline``).
 
+Reasoning models (sections 3.3, 5.1): a server started with ``--reasoning-parser`` returns the
+answer as ``content`` and the thinking as ``reasoning_content`` (``reasoning`` in newer vLLM);
+both are kept (``Completion.text`` / ``Completion.reasoning``) with the ``finish_reason`` of
+every sample. Per-endpoint ``max_tokens`` (the thinking budget), ``reasoning_effort``
+(gpt-oss) and ``chat_template_kwargs`` (e.g. ``{"enable_thinking": false}`` for Qwen3) are
+sent with every request.
+
 Seeds (section 4.4, reproducible passes): sample ``i`` of a request with seed ``s``
 uses seed ``s + i`` (vLLM's rule for ``n > 1``), and pass ``k`` of trajectory ``t``
 in run ``r`` has seed ``pass_seed(t, k, r) = base_seed(t, r) + k``. A request for
@@ -68,7 +75,12 @@ class GenerationRequest:
 
 @dataclass
 class Completion:
-    """One sample: its text, or an error status (``too_long``, ``request_failed``)."""
+    """One sample: its answer text (and thinking), or an error status (``too_long``, ``request_failed``).
+
+    ``reasoning`` is the server-separated thinking (``reasoning_content``); it is stored with the
+    judgment but never parsed for a verdict. ``finish_reason == "length"`` means the sample hit
+    its token budget (``verifier.parser.parse_completion`` makes it a ``truncated`` pass).
+    """
 
     text: str = ""
     finish_reason: str | None = None
@@ -77,6 +89,23 @@ class Completion:
     completion_tokens: int = 0
     prompt_tokens: int = 0
     latency_s: float = 0.0
+    reasoning: str = ""
+
+
+def message_reasoning(message: Any) -> str:
+    """The thinking a vLLM reasoning parser split off (``reasoning_content`` or ``reasoning``), or "".
+
+    >>> from types import SimpleNamespace as NS
+    >>> message_reasoning(NS(reasoning_content="hmm", content="x")), message_reasoning(NS(content="x"))
+    ('hmm', '')
+    """
+    for name in ("reasoning_content", "reasoning"):
+        value = getattr(message, name, None)
+        if value is None:
+            value = (getattr(message, "model_extra", None) or {}).get(name)
+        if isinstance(value, str) and value:
+            return value
+    return ""
 
 
 class Engine(Protocol):
@@ -89,6 +118,10 @@ class Engine(Protocol):
 
     async def agenerate(self, requests: Sequence[GenerationRequest], sampling: SamplingConfig
                         ) -> list[list[Completion]]: ...
+
+
+# the values vLLM's OpenAI server accepts (gpt-oss: low | medium | high; "none" turns thinking off)
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 
 
 @dataclass
@@ -105,6 +138,33 @@ class EndpointConfig:
     # dict sent with each request, e.g. {"structured_outputs": {"regex": ...}}; Any so that a
     # command-line override `endpoint.extra_body={...}` assigns a dict (no `+` needed).
     extra_body: Any = None
+    # Reasoning models: the per-request output budget (None: the caller's sampling.max_tokens),
+    # reasoning effort (gpt-oss: low | medium | high; None: the server's default) and chat-template
+    # arguments (e.g. {enable_thinking: false} for Qwen3), sent with every request.
+    max_tokens: int | None = None
+    reasoning_effort: str | None = None
+    chat_template_kwargs: Any = None
+
+    def __post_init__(self) -> None:
+        if self.max_tokens is not None and int(self.max_tokens) < 1:
+            raise ValueError(f"endpoint {self.model!r}: max_tokens must be >= 1 or null, got {self.max_tokens}")
+        if self.reasoning_effort not in (None, *REASONING_EFFORTS):
+            raise ValueError(f"endpoint {self.model!r}: reasoning_effort must be one of {', '.join(REASONING_EFFORTS)} "
+                             f"or null, got {self.reasoning_effort!r}")
+        if self.chat_template_kwargs is not None and not isinstance(self.chat_template_kwargs, dict):
+            raise ValueError(f"endpoint {self.model!r}: chat_template_kwargs must be a mapping, "
+                             f"got {type(self.chat_template_kwargs).__name__}")
+
+    def request_options(self) -> dict[str, Any]:
+        """The reasoning options that change samples (for cache keys and run records)."""
+        out: dict[str, Any] = {}
+        if self.max_tokens is not None:
+            out["max_tokens"] = int(self.max_tokens)
+        if self.reasoning_effort is not None:
+            out["reasoning_effort"] = self.reasoning_effort
+        if self.chat_template_kwargs:
+            out["chat_template_kwargs"] = dict(self.chat_template_kwargs)
+        return out
 
     def resolved_api_key(self) -> str:
         return self.api_key or os.environ.get("VERIFIER_API_KEY") or os.environ.get("OPENAI_API_KEY") or "EMPTY"
@@ -136,10 +196,16 @@ class OpenAIEngine:
         import openai
 
         body: dict[str, Any] = dict(self.cfg.extra_body or {})
+        if self.cfg.chat_template_kwargs:
+            body["chat_template_kwargs"] = {**dict(body.get("chat_template_kwargs") or {}),
+                                            **dict(self.cfg.chat_template_kwargs)}
         kwargs: dict[str, Any] = dict(
             model=req.model or self.model, messages=req.messages, n=req.n,
-            temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens,
+            temperature=sampling.temperature, top_p=sampling.top_p,
+            max_tokens=self.cfg.max_tokens if self.cfg.max_tokens is not None else sampling.max_tokens,
         )
+        if self.cfg.reasoning_effort is not None:
+            kwargs["reasoning_effort"] = self.cfg.reasoning_effort
         if req.seed is not None:
             kwargs["seed"] = req.seed
         if sampling.stop:
@@ -155,7 +221,7 @@ class OpenAIEngine:
                     usage = resp.usage
                     choices = sorted(resp.choices, key=lambda c: c.index)
                     out = [Completion(text=c.message.content or "", finish_reason=c.finish_reason,
-                                      latency_s=dt) for c in choices]
+                                      latency_s=dt, reasoning=message_reasoning(c.message)) for c in choices]
                     if usage is not None:
                         per = (usage.completion_tokens or 0) // max(1, len(out))
                         for c in out:

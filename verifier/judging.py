@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import json
 import sqlite3
@@ -38,7 +39,7 @@ from typing import Any
 
 from verifier.aggregate import Aggregate, AggregationPolicy, aggregate, decided
 from verifier.engine import Completion, Engine, GenerationRequest, SamplingConfig, base_seed, run_sync
-from verifier.parser import parse_verification
+from verifier.parser import parse_completion, parse_verification
 from verifier.records import NO_STEP, ParseStatus, ProofTrajectory, Verdict, VerificationOutput
 from verifier.templates import as_messages, verification_prompt
 
@@ -153,6 +154,8 @@ def judgment_to_row(j: Judgment) -> dict[str, Any]:
                 "parse_status": p.status.value,
                 "text": p.raw_text,
                 "detail": p.detail,
+                "finish_reason": p.finish_reason,
+                "reasoning": p.reasoning,  # the private thinking: stored, never parsed for the verdict
                 "seed": j.seeds[i] if i < len(j.seeds) else None,
                 "completion_tokens": j.completion_tokens[i] if i < len(j.completion_tokens) else 0,
             }
@@ -184,6 +187,7 @@ def row_to_judgment(row: dict[str, Any]) -> Judgment:
                                          int(p["first_error_step"]), "", text)
         else:
             out = VerificationOutput(status, None, NO_STEP, "", text, p.get("detail", ""))
+        out = dataclasses.replace(out, reasoning=p.get("reasoning") or "", finish_reason=p.get("finish_reason"))
         passes.append(out)
         seeds.append(p.get("seed"))
         toks.append(int(p.get("completion_tokens") or 0))
@@ -268,12 +272,12 @@ class PassCache:
         d = json.loads(row[0])
         return Completion(text=d["text"], finish_reason=d.get("finish_reason"), error=d.get("error"),
                           status=d["status"], completion_tokens=d.get("completion_tokens", 0),
-                          prompt_tokens=d.get("prompt_tokens", 0))
+                          prompt_tokens=d.get("prompt_tokens", 0), reasoning=d.get("reasoning", ""))
 
     def put_many(self, items: Sequence[tuple[str, Completion]]) -> None:
         rows = [(k, json.dumps({"text": c.text, "finish_reason": c.finish_reason, "error": c.error,
                                 "status": c.status, "completion_tokens": c.completion_tokens,
-                                "prompt_tokens": c.prompt_tokens}))
+                                "prompt_tokens": c.prompt_tokens, "reasoning": c.reasoning}))
                 for k, c in items if c.status in ("ok", "too_long")]
         if not rows:
             return
@@ -293,7 +297,10 @@ class PassCache:
 def engine_fingerprint(engine: Engine, model_override: str | None = None) -> str:
     """Model name plus engine options that change samples (e.g. guided decoding in ``extra_body``)."""
     model = model_override or getattr(engine, "model", "")
-    extra = getattr(getattr(engine, "cfg", None), "extra_body", None) or {}
+    cfg = getattr(engine, "cfg", None)
+    extra = dict(getattr(cfg, "extra_body", None) or {})
+    if hasattr(cfg, "request_options"):  # reasoning budget, effort and chat-template arguments
+        extra.update(cfg.request_options())
     return model + ("|" + json.dumps(extra, sort_keys=True, default=str) if extra else "")
 
 
@@ -351,15 +358,7 @@ async def _submitter(engine: Engine, sampling: SamplingConfig):
 
 
 def _to_output(c: Completion, n_steps: int) -> VerificationOutput:
-    if c.status == "too_long":
-        return VerificationOutput(ParseStatus.TOO_LONG, detail=c.error or "prompt longer than the model context")
-    if c.status != "ok":
-        return VerificationOutput(ParseStatus.REQUEST_FAILED, detail=c.error or c.status)
-    out = parse_verification(c.text, n_steps=n_steps)
-    if not out.ok and c.finish_reason == "length" and out.status in (ParseStatus.NO_ANSWER_BLOCK, ParseStatus.EMPTY):
-        return VerificationOutput(ParseStatus.TRUNCATED, raw_text=c.text, rationale=out.rationale,
-                                  detail=f"hit max_tokens before the answer block ({out.detail})")
-    return out
+    return parse_completion(c.text, c.finish_reason, c.reasoning, n_steps, status=c.status, error=c.error)
 
 
 def _runs(indices: list[int]) -> list[tuple[int, int]]:

@@ -9,7 +9,12 @@ scores) and by the GRPO reward (1.0 / 0.5 / 0.25 / 0):
   coverage of the recoverable steps in the rationale. Cheap; for tests and CPU runs.
 
 A failed or unparseable meta-verification has ``grade=None`` and is counted by callers,
-never silently turned into a zero.
+never silently turned into a zero; one cut off by its token budget is ``truncated``
+(raise the meta-verifier endpoint's ``max_tokens``: reasoning judges think first).
+
+What the meta-verifier sees (B.3): the verifier's verdict and rationale, without the
+verifier's private reasoning (``<think>`` or ``reasoning_content``) unless
+``show_reasoning=True``; callers write the choice into their run config.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 from verifier.engine import Engine, GenerationRequest, SamplingConfig, base_seed
-from verifier.parser import parse_meta_verification
+from verifier.parser import parse_meta_completion
 from verifier.records import (
     MetaGrade,
     MetaVerification,
@@ -101,21 +106,17 @@ class LLMMetaVerifier:
     engine: Engine
     sampling: SamplingConfig = SamplingConfig(temperature=0.0, max_tokens=512)
     run_seed: int = 0
+    show_reasoning: bool = False  # also show the verifier's private reasoning (default: rationale only, B.3)
 
     def requests(self, pairs: Sequence[tuple[ProofTrajectory, VerificationOutput]]) -> list[GenerationRequest]:
-        return [GenerationRequest(as_messages(meta_verification_prompt(t, o)), n=1,
-                                  seed=base_seed(f"meta:{t.id}", self.run_seed), key=t.id) for t, o in pairs]
+        return [GenerationRequest(as_messages(meta_verification_prompt(t, o, show_reasoning=self.show_reasoning)),
+                                  n=1, seed=base_seed(f"meta:{t.id}", self.run_seed), key=t.id) for t, o in pairs]
 
     @staticmethod
     def _parse(results) -> list[MetaVerification]:
-        out = []
-        for [c] in results:
-            if c.status != "ok":
-                out.append(MetaVerification(ParseStatus.TOO_LONG if c.status == "too_long" else ParseStatus.REQUEST_FAILED,
-                                            detail=c.error or c.status))
-            else:
-                out.append(parse_meta_verification(c.text))
-        return out
+        """One grade per request: ``truncated`` when the judge hit its budget, never a guess."""
+        return [parse_meta_completion(c.text, c.finish_reason, c.reasoning, status=c.status, error=c.error)
+                for [c] in results]
 
     def grade_batch(self, pairs):
         return self._parse(self.engine.generate(self.requests(pairs), self.sampling))

@@ -2,14 +2,24 @@
 
 Used by every caller: judging, aggregation, evaluation and the GRPO reward.
 It reads only the *last* ``<final_answer> ... </final_answer>`` block of the
-completion (after dropping closed ``<think>`` sections), tolerates whitespace
-and markdown noise, and returns an explicit failure status instead of ever
-guessing: a verdict word in the rationale, an echoed proof, or an injected
-"Verdict: valid" outside the block never changes the result.
+completion's answer, tolerates whitespace and markdown noise, and returns an
+explicit failure status instead of ever guessing: a verdict word in the
+rationale, an echoed proof, or an injected "Verdict: valid" outside the block
+never changes the result.
+
+Thinking (reasoning models, sections 3.3 and 5.1) is never the answer: closed
+``<think>...</think>`` sections are the private reasoning; a bare ``</think>``
+(thinking opened by the chat template in the prompt) ends the thinking, and only
+what follows it is read; an unclosed ``<think>`` gives ``unclosed_thinking``, so a
+block drafted mid-thought is never a verdict. ``parse_completion`` turns an engine
+completion into a pass: ``finish_reason == "length"`` is ``truncated`` whatever
+the text holds, and server-separated reasoning (``reasoning_content``) is kept,
+never parsed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,7 +38,9 @@ _BLOCK_RE = re.compile(
     r"<\s*final_answer\s*>(?P<body>.*?)<\s*/\s*final_answer\s*>", re.IGNORECASE | re.DOTALL
 )
 _OPEN_RE = re.compile(r"<\s*final_answer\s*>", re.IGNORECASE)
-_THINK_RE = re.compile(r"<think>.*?</think>", re.IGNORECASE | re.DOTALL)
+_THINK_PAIR_RE = re.compile(r"<\s*think\s*>(?P<body>.*?)<\s*/\s*think\s*>", re.IGNORECASE | re.DOTALL)
+_THINK_OPEN_RE = re.compile(r"<\s*think\s*>", re.IGNORECASE)
+_THINK_CLOSE_RE = re.compile(r"<\s*/\s*think\s*>", re.IGNORECASE)
 _FIELD_RE = re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z _-]*?)\s*[:=]\s*(?P<value>.*?)\s*$")
 _NOISE = str.maketrans("", "", "*`#>\"'")
 
@@ -55,16 +67,55 @@ def _fields(body: str) -> dict[str, list[str]]:
     return out
 
 
-def _last_block(text: str) -> tuple[str | None, str, str]:
-    """Return (block body or None, text before the block, failure detail)."""
-    visible = _THINK_RE.sub("", text)
+def split_thinking(text: str, opened_thinking: bool = False) -> tuple[str | None, str]:
+    """``(answer text, reasoning)``; the answer is None when the thinking never closed.
+
+    Closed ``<think>...</think>`` sections are reasoning; a bare ``</think>`` ends thinking
+    opened earlier (by the chat template, in the prompt) and only what follows the last one
+    is the answer. ``opened_thinking``: the prompt is known to end inside ``<think>``, so a
+    completion without ``</think>`` is all thinking.
+
+    >>> split_thinking("<think>hm</think> answer")
+    (' answer', 'hm')
+    >>> split_thinking("drafts</think> answer")
+    (' answer', 'drafts')
+    >>> split_thinking("<think>cut off mid-thought")
+    (None, 'cut off mid-thought')
+    >>> split_thinking("no tags", opened_thinking=True)
+    (None, 'no tags')
+    """
+    t = ("<think>" if opened_thinking else "") + (text or "")
+    reasoning: list[str] = []
+
+    def _pair(m: re.Match) -> str:
+        reasoning.append(m.group("body").strip())
+        return ""
+
+    visible = _THINK_PAIR_RE.sub(_pair, t)
+    closes = list(_THINK_CLOSE_RE.finditer(visible))
+    if closes:  # a bare </think>: everything before it was thinking opened earlier (or in the prompt)
+        reasoning.insert(0, _THINK_OPEN_RE.sub("", visible[: closes[-1].start()]).strip())
+        visible = visible[closes[-1].end():]
+    opened = _THINK_OPEN_RE.search(visible)
+    if opened:
+        reasoning.append(visible[opened.end():].strip())
+        return None, "\n\n".join(r for r in reasoning if r)
+    return visible, "\n\n".join(r for r in reasoning if r)
+
+
+def _last_block(text: str, opened_thinking: bool = False) -> tuple[str | None, str, str, ParseStatus]:
+    """Return (block body or None, text before the block, failure detail, failure status)."""
+    visible, _ = split_thinking(text, opened_thinking)
+    if visible is None:
+        return None, "", "output ended inside <think> (a block there is a draft, not the answer)", \
+            ParseStatus.UNCLOSED_THINKING
     blocks = list(_BLOCK_RE.finditer(visible))
     if not blocks:
         if _OPEN_RE.search(visible):
-            return None, visible, "answer block opened but never closed"
-        return None, visible, "no <final_answer> block"
+            return None, visible, "answer block opened but never closed", ParseStatus.NO_ANSWER_BLOCK
+        return None, visible, "no <final_answer> block", ParseStatus.NO_ANSWER_BLOCK
     last = blocks[-1]
-    return last.group("body"), visible[: last.start()].strip(), ""
+    return last.group("body"), visible[: last.start()].strip(), "", ParseStatus.OK
 
 
 def _single(fields: dict[str, list[str]], *names: str) -> tuple[str | None, str]:
@@ -78,7 +129,8 @@ def _single(fields: dict[str, list[str]], *names: str) -> tuple[str | None, str]
     return values[0], ""
 
 
-def parse_verification(text: str | None, n_steps: int | None = None) -> VerificationOutput:
+def parse_verification(text: str | None, n_steps: int | None = None, opened_thinking: bool = False
+                       ) -> VerificationOutput:
     """Parse a verifier completion into verdict, first error step and rationale.
 
     >>> parse_verification("Step 2 divides by zero.\\n<final_answer>\\nverdict: invalid\\nfirst_error_step: 2\\n</final_answer>").verdict
@@ -89,13 +141,14 @@ def parse_verification(text: str | None, n_steps: int | None = None) -> Verifica
     raw = text or ""
     if not raw.strip():
         return VerificationOutput(ParseStatus.EMPTY, raw_text=raw, detail="empty output")
-    body, before, why = _last_block(raw)
+    reasoning = split_thinking(raw, opened_thinking)[1]
+    body, before, why, failed = _last_block(raw, opened_thinking)
     if body is None:
-        return VerificationOutput(ParseStatus.NO_ANSWER_BLOCK, raw_text=raw, rationale=before.strip(), detail=why)
+        return VerificationOutput(failed, raw_text=raw, rationale=before.strip(), detail=why, reasoning=reasoning)
     fields = _fields(body)
 
     def fail(status: ParseStatus, detail: str) -> VerificationOutput:
-        return VerificationOutput(status, raw_text=raw, rationale=before, detail=detail)
+        return VerificationOutput(status, raw_text=raw, rationale=before, detail=detail, reasoning=reasoning)
 
     verdict_s, why = _single(fields, "verdict", "final_verdict", "judgment", "judgement")
     if verdict_s is None:
@@ -119,10 +172,10 @@ def parse_verification(text: str | None, n_steps: int | None = None) -> Verifica
         return fail(ParseStatus.INCONSISTENT, f"verdict valid but first_error_step {step}")
     if n_steps is not None and step >= n_steps:
         return fail(ParseStatus.STEP_OUT_OF_RANGE, f"first_error_step {step} outside steps 0..{n_steps - 1}")
-    return VerificationOutput(ParseStatus.OK, verdict, step, before, raw)
+    return VerificationOutput(ParseStatus.OK, verdict, step, before, raw, reasoning=reasoning)
 
 
-def parse_meta_verification(text: str | None) -> MetaVerification:
+def parse_meta_verification(text: str | None, opened_thinking: bool = False) -> MetaVerification:
     """Parse a meta-verifier completion into one of the four grades (B.3).
 
     >>> parse_meta_verification("ok\\n<final_answer>grade: **BASIC_MATCH**</final_answer>").grade
@@ -131,19 +184,77 @@ def parse_meta_verification(text: str | None) -> MetaVerification:
     raw = text or ""
     if not raw.strip():
         return MetaVerification(ParseStatus.EMPTY, raw_text=raw, detail="empty output")
-    body, before, why = _last_block(raw)
+    reasoning = split_thinking(raw, opened_thinking)[1]
+    body, before, why, failed = _last_block(raw, opened_thinking)
     if body is None:
-        return MetaVerification(ParseStatus.NO_ANSWER_BLOCK, raw_text=raw, rationale=before, detail=why)
+        return MetaVerification(failed, raw_text=raw, rationale=before, detail=why, reasoning=reasoning)
     fields = _fields(body)
     grade_s, why = _single(fields, "grade", "score", "meta_grade")
     if grade_s is None:
         status = ParseStatus.MISSING_FIELD if why == "missing" else ParseStatus.AMBIGUOUS
-        return MetaVerification(status, raw_text=raw, rationale=before, detail=f"grade: {why}")
+        return MetaVerification(status, raw_text=raw, rationale=before, detail=f"grade: {why}", reasoning=reasoning)
     key = grade_s.translate(_NOISE).strip().upper().replace(" ", "_").replace("-", "_")
     if key not in MetaGrade.__members__:
-        return MetaVerification(ParseStatus.BAD_VALUE, raw_text=raw, rationale=before,
+        return MetaVerification(ParseStatus.BAD_VALUE, raw_text=raw, rationale=before, reasoning=reasoning,
                                 detail=f"grade: {grade_s!r} is not one of {', '.join(MetaGrade.__members__)}")
-    return MetaVerification(ParseStatus.OK, MetaGrade[key], before, raw)
+    return MetaVerification(ParseStatus.OK, MetaGrade[key], before, raw, reasoning=reasoning)
+
+
+def _completion_failure(text: str, finish_reason: str | None, reasoning: str, status: str, error: str | None,
+                        opened_thinking: bool) -> tuple[ParseStatus, str] | None:
+    """The pass status an engine completion gets before its text is read, or None to parse it."""
+    if status == "too_long":
+        return ParseStatus.TOO_LONG, error or "prompt longer than the model context"
+    if status != "ok":
+        return ParseStatus.REQUEST_FAILED, error or status
+    if finish_reason == "length":
+        inside = (not (text or "").strip() and bool(reasoning)) or split_thinking(text, opened_thinking)[0] is None
+        where = "inside the thinking" if inside else "before the answer was complete"
+        return ParseStatus.TRUNCATED, f"hit max_tokens {where} (finish_reason=length): raise the endpoint's max_tokens"
+    if not (text or "").strip() and reasoning:
+        return ParseStatus.UNCLOSED_THINKING, "the answer is empty: the output ended inside the thinking"
+    return None
+
+
+def parse_completion(text: str | None, finish_reason: str | None = None, reasoning: str | None = "",
+                     n_steps: int | None = None, *, status: str = "ok", error: str | None = None,
+                     opened_thinking: bool = False) -> VerificationOutput:
+    """One verification pass from an engine completion (``verifier.engine.Completion`` fields).
+
+    ``text`` is the answer (``content``), ``reasoning`` the server-separated thinking, which is
+    stored with the pass and never parsed. A completion cut by its budget
+    (``finish_reason == "length"``) is ``truncated`` whatever its text holds; an engine
+    error keeps its status (``too_long``, ``request_failed``).
+
+    >>> parse_completion("<final_answer>verdict: valid\\nfirst_error_step: -1</final_answer>", "length").status
+    <ParseStatus.TRUNCATED: 'truncated'>
+    >>> parse_completion("Step 1 fails.\\n<final_answer>verdict: invalid\\nfirst_error_step: 1</final_answer>",
+    ...                  "stop", reasoning="let me see").reasoning
+    'let me see'
+    """
+    text, reasoning = text or "", reasoning or ""
+    failed = _completion_failure(text, finish_reason, reasoning, status, error, opened_thinking)
+    in_text = split_thinking(text, opened_thinking)[1]
+    both = "\n\n".join(r for r in (reasoning.strip(), in_text) if r)
+    if failed is not None:
+        return VerificationOutput(failed[0], raw_text=text, rationale="", detail=failed[1], reasoning=both,
+                                  finish_reason=finish_reason)
+    out = parse_verification(text, n_steps, opened_thinking)
+    return dataclasses.replace(out, reasoning=both, finish_reason=finish_reason)
+
+
+def parse_meta_completion(text: str | None, finish_reason: str | None = None, reasoning: str | None = "", *,
+                          status: str = "ok", error: str | None = None, opened_thinking: bool = False
+                          ) -> MetaVerification:
+    """One meta-verification (B.3) from an engine completion; the same rules as ``parse_completion``."""
+    text, reasoning = text or "", reasoning or ""
+    failed = _completion_failure(text, finish_reason, reasoning, status, error, opened_thinking)
+    in_text = split_thinking(text, opened_thinking)[1]
+    both = "\n\n".join(r for r in (reasoning.strip(), in_text) if r)
+    if failed is not None:
+        return MetaVerification(failed[0], raw_text=text, detail=failed[1], reasoning=both, finish_reason=finish_reason)
+    out = parse_meta_verification(text, opened_thinking)
+    return dataclasses.replace(out, reasoning=both, finish_reason=finish_reason)
 
 
 def format_verification(verdict: Verdict | str, first_error_step: int, rationale: str) -> str:
@@ -201,9 +312,9 @@ def _answer_fields(text: str | None, names: tuple[str, ...], cls: type | None = 
     raw = text or ""
     if not raw.strip():
         return None, cls(ParseStatus.EMPTY, raw_text=raw, detail="empty output"), ""
-    body, before, why = _last_block(raw)
+    body, before, why, failed = _last_block(raw)
     if body is None:
-        return None, cls(ParseStatus.NO_ANSWER_BLOCK, raw_text=raw, rationale=before.strip(), detail=why), before
+        return None, cls(failed, raw_text=raw, rationale=before.strip(), detail=why), before
     value, why = _single(_fields(body), *names)
     if value is None:
         status = ParseStatus.MISSING_FIELD if why == "missing" else ParseStatus.AMBIGUOUS
@@ -323,9 +434,9 @@ def parse_rubric_scores(text: str | None, dimensions: Sequence[str], low: float 
     raw = text or ""
     if not raw.strip():
         return JudgeAnswer(ParseStatus.EMPTY, raw_text=raw, detail="empty output")
-    body, before, why = _last_block(raw)
+    body, before, why, failed = _last_block(raw)
     if body is None:
-        return JudgeAnswer(ParseStatus.NO_ANSWER_BLOCK, raw_text=raw, rationale=before.strip(), detail=why)
+        return JudgeAnswer(failed, raw_text=raw, rationale=before.strip(), detail=why)
     fields = _fields(body)
     scores: dict[str, float] = {}
     for dim in dimensions:

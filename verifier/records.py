@@ -115,7 +115,8 @@ class ParseStatus(str, enum.Enum):
     INCONSISTENT = "inconsistent"
     STEP_OUT_OF_RANGE = "step_out_of_range"
     TOO_LONG = "too_long"  # prompt longer than the model context (set by the engine)
-    TRUNCATED = "truncated"  # generation hit max_tokens before the answer block
+    TRUNCATED = "truncated"  # generation hit its max_tokens budget (finish_reason "length"): never a verdict
+    UNCLOSED_THINKING = "unclosed_thinking"  # output ended inside <think>: a block there is a draft
     REQUEST_FAILED = "request_failed"  # engine error after retries
 
     @property
@@ -362,6 +363,8 @@ class VerificationOutput:
     rationale: str = ""
     raw_text: str = ""
     detail: str = ""  # why parsing failed, for reports
+    reasoning: str = ""  # the private thinking (server-separated or <think> in the text); never parsed
+    finish_reason: str | None = None  # the engine's, kept on every pass ("length": truncated)
 
     @property
     def ok(self) -> bool:
@@ -392,6 +395,8 @@ class MetaVerification:
     rationale: str = ""
     raw_text: str = ""
     detail: str = ""
+    reasoning: str = ""
+    finish_reason: str | None = None
 
     @property
     def ok(self) -> bool:

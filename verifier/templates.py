@@ -72,8 +72,12 @@ def verification_prompt(traj: ProofTrajectory, with_reference: bool = True, temp
 
 
 def meta_verification_prompt(traj: ProofTrajectory, output: VerificationOutput,
-                             template_dir: str | Path | None = None) -> str:
-    """B.3: grade one parsed verification output against the expert annotation."""
+                             template_dir: str | Path | None = None, show_reasoning: bool = False) -> str:
+    """B.3: grade one parsed verification output against the expert annotation.
+
+    The meta-verifier sees the verdict and the rationale (the answer text before the block);
+    the verifier's private reasoning only with ``show_reasoning`` (and only if there is any).
+    """
     ann = traj.annotation
     if ann is None:
         raise ValueError(f"record {traj.id!r}: meta-verification needs an expert annotation")
@@ -88,6 +92,7 @@ def meta_verification_prompt(traj: ProofTrajectory, output: VerificationOutput,
         reviewer_comment=ann.reviewer_comment or "(none)",
         model_verdict=output.verdict.value if output.verdict else "unparseable",
         model_rationale=output.rationale or "(none)",
+        model_reasoning=(output.reasoning or "") if show_reasoning else "",
     )
 
 
