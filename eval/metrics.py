@@ -8,9 +8,10 @@ Pure functions over gold trajectories and predictions; no I/O.
 * **Meta-Verification**: a sample is correct only if its polarity is right AND its
   meta-verifier grade is at least ``meta_threshold`` (default BASIC_MATCH); TPR, TNR and
   Balanced F1 on that. A missing (failed) grade counts as not correct and is counted.
-* **ProcessBench** (Zheng et al., 2024, ``code/run_eval.py``): ``error_acc`` = exact first
-  error step on erroneous samples, ``correct_acc`` = "no error" (-1) on correct samples,
-  ``f1`` their harmonic mean. Invalid samples whose fatal step is unknown (OPC) are
+* **ProcessBench** (Zheng et al., 2024, ``code/run_eval.py``): ``error_acc`` = rejected at
+  exactly the gold first error step on erroneous samples, ``correct_acc`` = accepted on
+  correct samples (a rejection, with or without a step, and an unparseable output are
+  misses: ``Prediction.pb_step``), ``f1`` their harmonic mean. Invalid samples whose fatal step is unknown (OPC) are
   skipped and counted.
 * **k-curve**: pessimistic acceptance over the first k passes, k = 1..n, and majority.
 * **Flip rate** (ProofJudge-style judge noise): mean pairwise disagreement between passes.
@@ -78,9 +79,22 @@ class Prediction:
     has_meta: bool = False  # the line carried a meta_grade key (possibly null = failed)
 
     @property
-    def pb_step(self) -> int:
-        """The ProcessBench-style prediction: -1 when judged valid, else the first error step."""
-        return NO_STEP if self.verdict is Verdict.VALID else self.first_error_step
+    def pb_step(self) -> int | None:
+        """The ProcessBench-style prediction: -1 when accepted, the step when rejected at a step.
+
+        None (matches no gold label) for a rejection without a step (``invalid`` with
+        ``first_error_step: -1``) and for an unparseable output: neither may be credited as
+        "no error" on a correct sample (issue 14, item 1).
+
+        >>> [Prediction("a", v, s).pb_step for v, s in ((Verdict.VALID, 2), (Verdict.INVALID, 2),
+        ...                                              (Verdict.INVALID, -1), (None, -1), (None, 2))]
+        [-1, 2, None, None, None]
+        """
+        if self.verdict is Verdict.VALID:
+            return NO_STEP
+        if self.verdict is Verdict.INVALID and self.first_error_step != NO_STEP:
+            return self.first_error_step
+        return None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], line: int | None = None) -> "Prediction":

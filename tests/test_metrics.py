@@ -80,7 +80,8 @@ def test_seeded_random_predictor_matches_sklearn(pb_math):
     grades = list(MetaGrade)
     preds = {}
     for r in pb_math:
-        v = rng.choice([Verdict.VALID, Verdict.INVALID])
+        # valid / invalid (a step or -1 = "invalid, no step") / unparseable (None)
+        v = rng.choice([Verdict.VALID, Verdict.INVALID, None])
         step = -1 if v is Verdict.VALID else rng.randrange(-1, len(r.proof_steps))
         preds[r.id] = Prediction(r.id, v, step, rng.choice(grades), has_meta=True)
     s = score_predictions(pb_math, preds, FAST)
@@ -100,11 +101,17 @@ def test_seeded_random_predictor_matches_sklearn(pb_math):
     assert m["meta.tpr"]["value"] == pytest.approx(tp2 / (tp2 + fn2))
     assert m["meta.tnr"]["value"] == pytest.approx(tn2 / (tn2 + fp2))
     assert m["meta.tnr"]["value"] < m["rough.tnr"]["value"]
-    # ProcessBench formulas of code/run_eval.py, written out independently.
-    labels = [r.annotation.first_fatal_error_step for r in pb_math]
-    pb_pred = [-1 if preds[r.id].verdict is Verdict.VALID else preds[r.id].first_error_step for r in pb_math]
-    err = [p == lab for p, lab in zip(pb_pred, labels) if lab != -1]
-    cor = [p == -1 for p, lab in zip(pb_pred, labels) if lab == -1]
+    # ProcessBench, written out independently from the raw fields: a correct sample is a hit
+    # only when accepted (a rejection with or without a step, or no verdict, is a miss); an
+    # erroneous sample is a hit only when rejected at exactly the gold step.
+    err, cor = [], []
+    for r in pb_math:
+        lab, p = r.annotation.first_fatal_error_step, preds[r.id]
+        if lab == -1:
+            cor.append(p.verdict == Verdict.VALID)
+        else:
+            err.append(p.verdict == Verdict.INVALID and p.first_error_step == lab)
+    assert sum(1 for p in preds.values() if p.verdict is None) > 100  # the unparsed case is exercised
     acc1, acc2 = np.mean(err), np.mean(cor)
     assert m["processbench.error_acc"]["value"] == pytest.approx(acc1)
     assert m["processbench.correct_acc"]["value"] == pytest.approx(acc2)
@@ -158,6 +165,23 @@ def test_meta_grade_missing_counts_as_incorrect_and_is_counted():
     assert s["counts"]["meta_ungraded"] == 1
     assert s["metrics"]["meta.tpr"]["value"] == 0.0 and s["metrics"]["meta.tnr"]["value"] == 1.0
     assert s["metrics"]["rough.tpr"]["value"] == 1.0
+
+
+def test_processbench_credits_only_accepted_correct_samples():
+    # A verifier that emits garbage (no verdict) or "invalid" without a step on every valid
+    # proof must score 0 correct_acc, not 100 % (issue 14, item 1).
+    g = [_traj(0), _traj(1), _traj(2), _traj(3, fatal=1), _traj(4, fatal=1), _traj(5, fatal=2)]
+    preds = {"r0": Prediction("r0", None), "r1": Prediction("r1", Verdict.INVALID, -1),
+             "r2": Prediction("r2", Verdict.INVALID, 0),
+             "r3": Prediction("r3", Verdict.INVALID, 1),  # hit
+             "r4": Prediction("r4", None, 1),  # unparsed verdict with a stray step: miss
+             "r5": Prediction("r5", Verdict.VALID, 2)}  # accepted: miss whatever the step
+    m = score_predictions(g, preds, ScoreOptions(bootstrap=BootstrapSpec(n=0)))["metrics"]
+    assert m["processbench.correct_acc"]["counts"] == {"pb_cor_hit": 0, "pb_cor": 3}
+    assert m["processbench.error_acc"]["counts"] == {"pb_err_hit": 1, "pb_err": 3}
+    assert m["processbench.f1"]["value"] == 0.0
+    ok = score_predictions(g[:1], {"r0": Prediction("r0", Verdict.VALID, 1)}, ScoreOptions(bootstrap=BootstrapSpec(n=0)))
+    assert ok["metrics"]["processbench.correct_acc"]["value"] == 1.0
 
 
 def test_unparsed_verdict_is_a_rejection_and_counted():
