@@ -11,14 +11,19 @@
 * Proof *problems* (no proofs) for ProverBench runs: IMO-ProofBench v2 CSV or a JSONL of
   problems (``load_proofbench_problems``).
 
+``problem_id`` of imported records is ``problem_id_of(problem)`` (a hash of the normalised
+problem text), shared across sets; OPC's own id is kept in ``meta["source_problem_id"]``.
+
 ``load_any(path)`` picks the importer from the file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +32,21 @@ from verifier.io import LoadResult, iter_jsonl, load_trajectories
 from verifier.records import NO_STEP, Annotation, ProofTrajectory, RecordError
 
 SHARED_DATA = Path(os.environ.get("VERIFIER_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
+
+
+def problem_id_of(problem: str) -> str:
+    """The problem identity of imported records: a hash of the normalised problem text.
+
+    Records of ProcessBench and OPC that share a problem (after Unicode NFKC and whitespace
+    collapsing) share this id, so held-out splits (``data_pipeline.splits``) keep a problem
+    on one side and the bootstrap (``eval.stats``) clusters by problem (gsm8k: 400 proofs,
+    375 problems).
+
+    >>> problem_id_of("Find  x. ") == problem_id_of("Find x.") != problem_id_of("Find y.")
+    True
+    """
+    norm = " ".join(unicodedata.normalize("NFKC", problem).split())
+    return "prob-" + hashlib.sha256(norm.encode("utf-8")).hexdigest()[:16]
 
 
 def load_processbench(path: str | os.PathLike) -> list[ProofTrajectory]:
@@ -43,9 +63,11 @@ def load_processbench(path: str | os.PathLike) -> list[ProofTrajectory]:
         label = r.get("label")
         if not isinstance(label, int) or label < NO_STEP or label >= len(steps):
             raise RecordError(rid, "label", f"expected -1 or a step index < {len(steps)}, got {label!r}")
+        if not isinstance(r.get("problem"), str) or not r["problem"].strip():
+            raise RecordError(rid, "problem", "expected a non-empty string")
         out.append(ProofTrajectory(
             id=rid,
-            problem_id=rid,
+            problem_id=problem_id_of(r["problem"]),
             problem=r["problem"],
             proof_steps=tuple(steps),
             split=split,
@@ -110,7 +132,7 @@ def load_opc(path: str | os.PathLike) -> list[ProofTrajectory]:
         subject = ", ".join(c.strip() for c in cats) if cats is not None else ""
         out.append(ProofTrajectory(
             id=rid,
-            problem_id=str(r["problem_id"]),
+            problem_id=problem_id_of(problem),
             problem=problem,
             proof_steps=tuple(steps) or (proof,),
             reference_solution=ref,
@@ -119,6 +141,7 @@ def load_opc(path: str | os.PathLike) -> list[ProofTrajectory]:
             source="opc/test",
             generator=str(r.get("model_id", "")),
             annotation=Annotation(reviewer_comment="\n".join(comments), fatal_step_unknown=(gt == "incorrect")),
+            meta={"source_problem_id": str(r["problem_id"])},
         ))
     return out
 

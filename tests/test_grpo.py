@@ -215,3 +215,18 @@ def test_submitit_local_launcher_runs_a_job(tmp_path, tiny_model):
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert json.loads((out / "metrics.json").read_text())["run"]["experiment"] == "base"
     assert list((tmp_path / "mr" / ".submitit").glob("*/*_log.out"))  # ran as a submitit job
+
+
+def test_processbench_loader_splits_by_problem_with_the_split_module(shared_data):
+    # issue 14, item 2: the GRPO loader's held-out slice is data_pipeline.splits.split_by_problem's,
+    # so no gsm8k problem (375 problems, 400 proofs) is on both sides.
+    from data_pipeline.importers import load_processbench
+    from data_pipeline.splits import split_by_problem
+    from training.grpo import DataConfig, load_trajectories_for
+
+    train, held = load_trajectories_for(DataConfig(source="processbench", n_train=300, n_eval=94, seed=3))
+    assert not {t.problem for t in train} & {t.problem for t in held}
+    assert len(train) == 300 and abs(len(held) - 94) <= 2
+    ref = split_by_problem(load_processbench(shared_data / "processbench" / "gsm8k.json"), held_out_size=94, seed=3)
+    assert [t.id for t in held] == [t.id for t in ref.held_out]
+    assert {t.id for t in train} <= {t.id for t in ref.train}

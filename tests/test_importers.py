@@ -30,3 +30,35 @@ def test_opc_counts_and_gold_is_human(shared_data):
 
 def test_load_any_dispatch(shared_data):
     assert len(load_any(shared_data / "processbench" / "gsm8k.json").records) == 400
+
+
+def test_records_sharing_a_problem_share_a_problem_id(shared_data):
+    # gsm8k: 400 proofs of 375 distinct problems (issue 14, item 2): proofs of one problem
+    # are one cluster, whatever the file they come from.
+    import json
+
+    from data_pipeline.importers import problem_id_of
+
+    path = shared_data / "processbench" / "gsm8k.json"
+    recs = load_processbench(path)
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    assert len({" ".join(r["problem"].split()) for r in raw}) == len({r.problem_id for r in recs}) == 375
+    by_text: dict[str, set[str]] = {}
+    for r in recs:
+        by_text.setdefault(" ".join(r.problem.split()), set()).add(r.problem_id)
+    assert all(len(v) == 1 for v in by_text.values())
+    a, b = next((x, y) for i, x in enumerate(recs) for y in recs[i + 1:] if x.problem == y.problem)
+    assert a.problem_id == b.problem_id == problem_id_of(a.problem) and a.id != b.id
+    assert problem_id_of("  Find  x.\n") == problem_id_of("Find x.") != problem_id_of("Find y.")
+    opc = load_opc(shared_data / "opc_test" / "test.parquet")
+    assert all(r.problem_id == problem_id_of(r.problem) for r in opc)
+    assert len({r.problem_id for r in opc}) == 98 and all(r.meta["source_problem_id"] for r in opc)
+
+
+def test_held_out_split_of_processbench_keeps_problems_on_one_side(shared_data):
+    from data_pipeline.splits import split_by_problem
+
+    recs = load_processbench(shared_data / "processbench" / "gsm8k.json")
+    s = split_by_problem(recs, held_out_size=94, seed=0)
+    texts = {r.problem for r in s.held_out}
+    assert not [r.id for r in s.train if r.problem in texts]

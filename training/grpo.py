@@ -190,16 +190,24 @@ def load_trajectories_for(cfg: DataConfig):
 
         path = Path(cfg.train_path) if cfg.train_path else SHARED_DATA / "processbench" / "gsm8k.json"
         trajs = annotated(load_processbench(path), str(path))
-        # deterministic split by problem: the last n_eval records are held out
+        # the held-out split of data_pipeline.splits: whole problems on one side, stratified, seeded
         import random
 
-        rng = random.Random(cfg.seed)
-        trajs = sorted(trajs, key=lambda t: t.id)
-        rng.shuffle(trajs)
-        held = trajs[: cfg.n_eval]
-        train = trajs[cfg.n_eval: cfg.n_eval + cfg.n_train]
+        from data_pipeline.splits import assert_disjoint, split_by_problem
+
         if cfg.eval_path:
             held = annotated(load_trajectories(cfg.eval_path).records, cfg.eval_path)[: cfg.n_eval]
+            pids = {t.problem_id for t in held}
+            train = [t for t in trajs if t.problem_id not in pids]
+            if len(train) < len(trajs):
+                log.warning("%s: left out %d training records whose problem is in %s", path,
+                            len(trajs) - len(train), cfg.eval_path)
+        else:
+            split = split_by_problem(trajs, held_out_size=cfg.n_eval, seed=cfg.seed)
+            train, held = list(split.train), split.held_out
+        random.Random(cfg.seed).shuffle(train)  # gsm8k lists its erroneous proofs first
+        train = train[: cfg.n_train]
+        assert_disjoint(train, held)
         return train, held
     if cfg.source == "jsonl":
         if not cfg.train_path:
