@@ -230,3 +230,55 @@ def test_processbench_loader_splits_by_problem_with_the_split_module(shared_data
     ref = split_by_problem(load_processbench(shared_data / "processbench" / "gsm8k.json"), held_out_size=94, seed=3)
     assert [t.id for t in held] == [t.id for t in ref.held_out]
     assert {t.id for t in train} <= {t.id for t in ref.train}
+
+
+class _ScriptedJudge:
+    """Stands in for a meta-verifier whose 4th call of the step fails after retries (grade None).
+
+    The grades of the other three are fixed (1, 0.5, 0), so the group has a spread that a
+    failed call counted as 0 would shift; a real judge cannot be made to fail on one chosen call.
+    """
+
+    def __init__(self, near: int = 1):
+        from verifier.records import MetaGrade, MetaVerification, ParseStatus
+
+        ok = [MetaVerification(ParseStatus.OK, g) for g in
+              (MetaGrade.EXACT_MATCH, MetaGrade.BASIC_MATCH, MetaGrade.WRONG_POLARITY)]
+        self.script = ok + [MetaVerification(ParseStatus.REQUEST_FAILED, detail="HTTP 503 after retries")]
+
+    async def agrade_batch(self, pairs):
+        return [self.script[i % 4] for i in range(len(pairs))]
+
+
+def test_failed_judge_call_is_neutral_in_the_grpo_advantage(tmp_path, tiny_model, monkeypatch):
+    """Issue 14.3: one failed meta-verifier call in a group of 4 (meta_ver_rl: rough weight 0, meta 1)
+    gets advantage 0 and is left out of the group baseline, through TRL's real GRPOTrainer step."""
+    import numpy as np
+    import pandas as pd
+
+    from training import rewards
+    from training.grpo import GRPORunConfig, run
+    from verifier.config import compose
+
+    monkeypatch.setattr(rewards, "RuleMetaVerifier", _ScriptedJudge)
+    out = tmp_path / "neutral"
+    cfg = compose("grpo", GRPORunConfig, ["experiment=meta_ver_rl", f"output_dir={out}", *_tiny(tiny_model),
+                                          "grpo.max_steps=1", "grpo.save_steps=1", "grpo.per_device_train_batch_size=4",
+                                          "grpo.num_generations=4", "grpo.max_completion_length=8",
+                                          "data.n_train=4", "reward.format_gate=false", "eval.enabled=false",
+                                          "wandb.enabled=false"])
+    assert cfg.reward.components == {"rough": 0.0, "meta": 1.0}
+    run(cfg)
+    table = pd.read_parquet(sorted((out / "completions").glob("*.parquet"))[-1])
+    assert len(table) == 4 and list(table["meta_grade"]).count("JUDGE_FAILED") == 1
+    meta, adv = table["meta"].to_numpy(float), table["advantage"].to_numpy(float)
+    failed = np.isnan(meta)
+    assert failed.sum() == 1  # logged as missing, not as 0
+    assert adv[failed][0] == pytest.approx(0.0, abs=1e-6)  # no push either way
+    graded = meta[~failed]
+    centred = graded - graded.mean()  # baseline over the three graded completions only
+    assert np.sign(adv[~failed]).tolist() == np.sign(np.round(centred, 6)).tolist()
+    assert adv[~failed].sum() == pytest.approx(0.0, abs=1e-5)
+    hist = json.loads((out / "train_log.json").read_text())
+    step = next(h for h in hist if "rewards/meta/mean" in h)
+    assert step["rewards/meta/mean"] == pytest.approx(0.5) and step["meta/judge_failures"] == 1

@@ -160,3 +160,25 @@ def test_trajectory_column_roundtrip():
     cols = _columns(_trajs(), 1)
     t = ProofTrajectory.from_dict(json.loads(cols["trajectory"][0]))
     assert t.annotation.first_fatal_error_step == 1
+
+
+def test_rough_rl_meta_weight_zero_does_not_abort_on_judge_failures():
+    """rough_rl logs the meta grade with weight 0: a failing LLM meta-verifier must not stop training."""
+    from training.grpo import GRPORunConfig
+    from verifier.config import compose
+    from verifier.engine import EndpointConfig
+
+    cfg = compose("grpo", GRPORunConfig, ["experiment=rough_rl", "reward.meta_judge=llm"]).reward
+    assert cfg.components == {"rough": 1.0, "meta": 0.0}
+    # a real failure: nothing listens on port 9
+    cfg = dataclasses.replace(cfg, endpoint=EndpointConfig(base_url="http://127.0.0.1:9/v1", model="m", api_key="k",
+                                                           max_retries=0, timeout_s=10.0))
+    funcs, weights = build_reward_funcs(cfg)
+    meta = funcs[weights.index(0.0)]
+    out = asyncio.run(meta(completions=COMPLETIONS, **_columns(_trajs(), 4)))
+    assert [o is None for o in out] == [True, True, True, False, True, True, True, False]
+    assert meta.last.n_failed == 6
+    # an optimised meta component still stops training
+    funcs, weights = build_reward_funcs(dataclasses.replace(cfg, components={"rough": 0.0, "meta": 1.0}))
+    with pytest.raises(JudgeFailureError):
+        asyncio.run(funcs[1](completions=COMPLETIONS, **_columns(_trajs(), 4)))

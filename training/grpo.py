@@ -122,6 +122,9 @@ class GRPOSettings:
     # out of the loss (TRL), and the policy's chat-template arguments (e.g. {enable_thinking: false}).
     mask_truncated_completions: bool = False
     chat_template_kwargs: Any = None  # a mapping; Any so that `grpo.chat_template_kwargs={...}` assigns it
+    # TRL's multi_objective_aggregation; auto: normalize_then_sum with several reward components,
+    # so that a failed meta-verifier call (None) is neutral (``reward_aggregation``)
+    multi_objective_aggregation: str = "auto"
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -309,6 +312,37 @@ def init_wandb(cfg: GRPORunConfig, out: Path, is_main: bool):
 # ---------------------------------------------------------------------------------------------- trainer
 
 
+def reward_aggregation(cfg: GRPORunConfig, n_funcs: int) -> str:
+    """TRL's ``multi_objective_aggregation`` for a run, chosen so that a failed judge call is neutral.
+
+    TRL 1.16 turns a reward of None into NaN. With ``sum_then_normalize`` it ``nansum``s the
+    weighted components first, so with more than one reward function (also a weight-0, logged
+    one) a failed meta-verifier call becomes a reward of 0 and takes a negative advantage; only
+    a row where *every* function returned None is left out. ``normalize_then_sum`` normalises
+    each component within its group with ``nanmean``/``nanstd`` (the failed call is left out of
+    the baseline) and the NaN adds 0 after normalisation, i.e. the group mean: no push either
+    way. ``auto`` therefore picks ``normalize_then_sum`` with several reward functions and
+    TRL's default with one (where the NaN row is already excluded and its advantage is 0).
+    Asking for ``sum_then_normalize`` with several functions and an optimised meta component
+    is an error.
+    """
+    agg = cfg.grpo.multi_objective_aggregation
+    if agg not in ("auto", "sum_then_normalize", "normalize_then_sum"):
+        raise ValueError(f"grpo.multi_objective_aggregation: expected auto, sum_then_normalize or "
+                         f"normalize_then_sum, got {agg!r}")
+    meta_weighted = float(cfg.reward.components.get("meta", 0.0)) != 0.0
+    if agg == "sum_then_normalize" and n_funcs > 1 and meta_weighted:
+        raise ValueError("grpo.multi_objective_aggregation=sum_then_normalize with several reward components "
+                         f"({', '.join(cfg.reward.components)}) would score a failed meta-verifier call as 0; "
+                         "use auto (normalize_then_sum) or a single reward component")
+    if agg == "auto":
+        agg = "normalize_then_sum" if n_funcs > 1 else "sum_then_normalize"
+    if agg == "normalize_then_sum" and cfg.grpo.scale_rewards in ("none", False):
+        log.warning("grpo.scale_rewards=none has no effect with multi_objective_aggregation=normalize_then_sum "
+                    "(TRL normalises each component within its group)")
+    return agg
+
+
 def grpo_config(cfg: GRPORunConfig, out: Path, reward_weights: list[float], report_wandb: bool):
     from trl import GRPOConfig
 
@@ -346,6 +380,7 @@ def grpo_config(cfg: GRPORunConfig, out: Path, reward_weights: list[float], repo
         num_completions_to_print=g.num_completions_to_print,
         dataloader_num_workers=g.dataloader_num_workers,
         reward_weights=reward_weights,
+        multi_objective_aggregation=reward_aggregation(cfg, len(reward_weights)),
         report_to=["wandb"] if report_wandb else "none",
         gradient_checkpointing=cfg.model.gradient_checkpointing,
         disable_tqdm=False,

@@ -5,8 +5,9 @@ once per step with the ``B x G`` completions of the step; every extra dataset
 column (``gold_verdict``, ``first_fatal_error_step``, ``trajectory``, ...; see
 ``data_pipeline.grpo_dataset.GRPO_COLUMNS``) arrives as a keyword list, plus
 ``log_metric`` / ``log_extra`` callbacks. A reward returns one float per
-completion, or ``None`` where it has no opinion (TRL turns it into NaN and leaves
-it out of the group mean).
+completion, or ``None`` where it has no opinion (TRL turns it into NaN; with the
+aggregation ``training.grpo.reward_aggregation`` sets, it is left out of the group
+baseline and gets no advantage from that component).
 
 Components (composable with ``GRPOConfig.reward_weights``):
 
@@ -19,7 +20,8 @@ Components (composable with ``GRPOConfig.reward_weights``):
   of a step in flight at once) or the rule-based one. Unparseable outputs are
   gated to 0 without a judge call. A judge call that still fails after the
   engine's retries gives ``None`` and is counted; when more than
-  ``max_failed_fraction`` of a step fails, :class:`JudgeFailureError` stops training.
+  ``max_failed_fraction`` of a step fails, :class:`JudgeFailureError` stops training
+  (not when the meta weight is 0, as in rough_rl: then it is only logged).
   Never a silent zero.
 
 All parsing goes through :func:`verifier.parser.parse_verification`, the parser
@@ -256,8 +258,14 @@ class MetaReward:
         self.history: list[StepStats] = []
 
     @classmethod
-    def from_config(cls, cfg: RewardConfig) -> MetaReward:
-        return cls(cfg.meta_judge, cfg.endpoint, max_failed_fraction=cfg.max_failed_fraction,
+    def from_config(cls, cfg: RewardConfig, optimised: bool = True) -> MetaReward:
+        """The configured meta reward; ``optimised=False`` (weight 0, e.g. rough_rl): a logged metric
+        whose failed judge calls are counted but never stop training (they cannot reach the advantage)."""
+        if not optimised and cfg.meta_judge == "llm":
+            log.warning("reward.components.meta has weight 0: the LLM meta-verifier is called for logging only; "
+                        "its failures are counted and never stop training")
+        return cls(cfg.meta_judge, cfg.endpoint,
+                   max_failed_fraction=cfg.max_failed_fraction if optimised else 1.0,
                    judge_max_tokens=cfg.judge_max_tokens, judge_temperature=cfg.judge_temperature, near=cfg.near,
                    log_rationale_chars=cfg.log_rationale_chars, format_gate=cfg.format_gate,
                    judge_sees_reasoning=cfg.judge_sees_reasoning)
@@ -358,7 +366,7 @@ def build_reward_funcs(cfg: RewardConfig) -> tuple[list[Callable], list[float]]:
         elif name == "rough":
             funcs.append(rough_reward)
         elif name == "meta":
-            funcs.append(MetaReward.from_config(cfg))
+            funcs.append(MetaReward.from_config(cfg, optimised=float(weight) != 0.0))
         else:
             raise ValueError(f"unknown reward component {name!r} (expected format, rough or meta)")
         weights.append(float(weight))
