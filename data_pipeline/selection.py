@@ -75,16 +75,21 @@ class SelectConfig:
 
 
 def entropy_bits(counts: np.ndarray) -> np.ndarray:
-    """Row-wise Shannon entropy (bits) of outcome counts; 0 for an empty row.
+    """Row-wise Shannon entropy (bits) of outcome counts (``scipy.stats.entropy``); 0 for an empty row.
 
     >>> entropy_bits(np.array([[4, 4], [8, 0], [0, 0], [2, 2]])).round(3).tolist()
     [1.0, 0.0, 0.0, 1.0]
     """
-    counts = np.asarray(counts, dtype=np.float64)
-    tot = counts.sum(1, keepdims=True)
-    p = np.divide(counts, tot, out=np.zeros_like(counts), where=tot > 0)
-    logp = np.log2(p, out=np.zeros_like(p), where=p > 0)
-    return 0.0 - (p * logp).sum(1)
+    from scipy.stats import entropy
+
+    counts = np.asarray(counts, dtype=np.float64).reshape(len(counts), -1)
+    if (counts < 0).any():
+        raise ValueError(f"entropy: negative outcome count in row {int(np.flatnonzero((counts < 0).any(1))[0])}")
+    tot = counts.sum(1)
+    out = np.zeros(len(counts))
+    if (tot > 0).any():
+        out[tot > 0] = entropy(counts[tot > 0], base=2, axis=1)
+    return out
 
 
 def outcome_codes(verdict: np.ndarray, step: np.ndarray, outcome: str = "verdict") -> np.ndarray:

@@ -168,10 +168,11 @@ def harmonic(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def auc_mann_whitney(scores: Sequence[float], labels: Sequence[bool | int]) -> float | None:
-    """ROC AUC as the Mann-Whitney U statistic: P(score of a positive > score of a negative), ties 1/2.
+    """ROC AUC (= Mann-Whitney U / (n_pos n_neg): P(score of a positive > score of a negative), ties 1/2).
 
     TCS-Bench reports the AUC of critique scores (fraction of critiques accepting) against
-    gold correctness. ``None`` when one class is empty.
+    gold correctness. ``sklearn.metrics.roc_auc_score``; ``None`` when one class is empty,
+    a ValueError for a non-finite score.
 
     >>> auc_mann_whitney([0.9, 0.8, 0.3, 0.1], [1, 1, 0, 0])
     1.0
@@ -180,23 +181,21 @@ def auc_mann_whitney(scores: Sequence[float], labels: Sequence[bool | int]) -> f
     >>> auc_mann_whitney([0.2, 0.4], [1, 1]) is None
     True
     """
+    from sklearn.metrics import roc_auc_score
+
     s = np.asarray(scores, dtype=float)
     y = np.asarray(labels, dtype=bool)
     if s.shape != y.shape:
         raise ValueError(f"{len(s)} scores for {len(y)} labels")
-    pos, neg = s[y], s[~y]
-    if len(pos) == 0 or len(neg) == 0:
+    if not np.isfinite(s).all():
+        raise ValueError(f"AUC: score {int(np.flatnonzero(~np.isfinite(s))[0])} is not finite ({s[~np.isfinite(s)][0]})")
+    if y.all() or not y.any():
         return None
-    # rank-sum form (average ranks for ties) = U / (n_pos * n_neg)
-    from scipy.stats import rankdata
-
-    ranks = rankdata(np.concatenate([pos, neg]))
-    u = ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2
-    return float(u / (len(pos) * len(neg)))
+    return float(roc_auc_score(y, s))
 
 
 def sign_test(wins: int, losses: int) -> float:
-    """Two-sided exact sign test p-value (ties already dropped): Binomial(wins+losses, 1/2).
+    """Two-sided exact sign test p-value (ties already dropped): ``scipy.stats.binomtest(wins, n, 1/2)``.
 
     ProofJudge: every judge aligns with reviewers above chance "at p < 1e-5 by sign test".
 
@@ -208,11 +207,9 @@ def sign_test(wins: int, losses: int) -> float:
     n = int(wins) + int(losses)
     if n == 0:
         return 1.0
-    from math import comb
+    from scipy.stats import binomtest
 
-    k = min(int(wins), int(losses))
-    tail = sum(comb(n, i) for i in range(k + 1)) / 2.0 ** n
-    return float(min(1.0, 2 * tail)) if wins != losses else 1.0
+    return float(binomtest(int(wins), n, 0.5, alternative="two-sided").pvalue)
 
 
 def replicate_matrix(values: Sequence[Sequence[float | None]]) -> list[np.ndarray]:

@@ -91,3 +91,9 @@ def test_pass_noise_reads_eval_judge_rows():
     assert (r["n_trajectories"], r["n_passes"], r["n_unparseable"], r["n_early_stopped"]) == (2, 8, 1, 0)
     assert r["accept_rate"] == pytest.approx(6 / 7)
     assert r["flip"]["pairwise"] == pytest.approx(2 / 9)  # t0: 6 agreeing pairs; t1: 2 of 3 pairs differ
+
+
+@pytest.mark.parametrize("wins,losses", [(1200, 900), (5000, 5100)])
+def test_sign_test_on_large_counts(wins, losses):
+    # ProofJudge-scale cell counts (thousands of declarations x replicates): 2**n overflowed a float
+    assert sign_test(wins, losses) == pytest.approx(binomtest(wins, wins + losses, 0.5).pvalue, rel=1e-9)

@@ -143,3 +143,17 @@ def test_engine_path_on_vllm_resume_and_cli(endpoint, tmp_path):
     assert cli.sort_values("id")["entropy"].tolist() == df.sort_values("id")["entropy"].tolist()
     s = json.loads((tmp_path / "cli" / "selection_summary.json").read_text())
     assert s["selected"] == len(queue) and sum(s["status"].values()) == 10
+
+
+def test_entropy_bits_is_scipy_entropy_with_empty_rows_zero():
+    from scipy.stats import entropy
+
+    from data_pipeline.selection import entropy_bits
+
+    counts = np.random.default_rng(0).integers(0, 5, size=(200, 6))
+    counts[:3] = 0  # no counted pass: entropy 0, not NaN
+    got = entropy_bits(counts)
+    want = [entropy(c, base=2) if c.sum() else 0.0 for c in counts]
+    assert np.allclose(got, want, atol=1e-12) and not np.isnan(got).any()
+    with pytest.raises(ValueError, match="negative"):
+        entropy_bits(np.array([[2, -1]]))

@@ -23,3 +23,9 @@ def test_auc_fixed_values():
     assert auc_mann_whitney([0.1, 0.2], [0, 0]) is None
     with pytest.raises(ValueError):
         auc_mann_whitney([0.1], [0, 1])
+
+
+def test_auc_rejects_non_finite_scores():
+    # a NaN critique score (e.g. 0 critiques parsed -> 0/0) must not turn into a silent NaN AUC
+    with pytest.raises(ValueError, match="score"):
+        auc_mann_whitney([0.9, float("nan"), 0.1], [1, 1, 0])
