@@ -15,6 +15,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from verifier.config import redact
+
 
 def resolve_mode(mode: str | None = None) -> str:
     """online / offline / disabled.
@@ -53,7 +55,7 @@ def init_run(wandb_cfg: Any, config: Mapping[str, Any] | None, out_dir: str | os
         mode=resolve_mode(_get(wandb_cfg, "mode")),
         dir=str(d),
         job_type=job_type,
-        config=dict(config or {}),
+        config=redact(dict(config or {})),  # no API key reaches W&B
         reinit="finish_previous",
         settings=wandb.Settings(silent=True, console="off"),
     )

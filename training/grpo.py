@@ -18,7 +18,6 @@ completions table with the meta-verifier's grade and rationale; offline when no 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -35,6 +34,7 @@ if str(REPO) not in sys.path:  # `accelerate launch training/grpo.py` puts train
 
 from training.heldout import EvalConfig
 from training.rewards import RewardConfig
+from verifier.config import redact
 
 log = logging.getLogger("training.grpo")
 
@@ -274,8 +274,11 @@ def run_name(cfg: GRPORunConfig) -> str:
     ...                                                                "output_dir=/tmp/x"]))
     'rough_rl,grpo.learning_rate=1e-6'
     """
+    from verifier.config import is_secret_override
+
     skip = ("experiment=", "output_dir=", "resume=", "hydra.", "wandb.")
-    extra = [o.lstrip("+~") for o in cfg.overrides if not o.lstrip("+~").startswith(skip)]
+    extra = [o.lstrip("+~") for o in cfg.overrides
+             if not o.lstrip("+~").startswith(skip) and not is_secret_override(o)]  # no API key in a run name
     return ",".join([cfg.experiment_name, *extra])[:128]
 
 
@@ -305,7 +308,7 @@ def init_wandb(cfg: GRPORunConfig, out: Path, is_main: bool):
     id_file.write_text(run_id)
     run = wandb.init(project=cfg.wandb.project, entity=cfg.wandb.entity, group=cfg.wandb.group or cfg.experiment_name,
                      name=run_name(cfg), id=run_id, resume="allow", dir=str(out), mode=mode,
-                     tags=list(cfg.wandb.tags) + [cfg.experiment_name], config=dataclasses.asdict(cfg))
+                     tags=list(cfg.wandb.tags) + [cfg.experiment_name], config=redact(cfg))
     return run
 
 
@@ -485,7 +488,7 @@ def run(cfg: GRPORunConfig) -> dict[str, Any]:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1, default=str))
+    (out / "config.json").write_text(json.dumps(redact(cfg), indent=1, default=str))
     is_main = int(os.environ.get("RANK", "0")) == 0
     wb = init_wandb(cfg, out, is_main)
     train_trajs, eval_trajs = load_trajectories_for(cfg.data)

@@ -11,7 +11,6 @@ completion only. The result (``DIR/final``) is the ``init_from`` of a GRPO run.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -146,7 +145,9 @@ def main() -> None:
         os.environ.setdefault("WANDB_MODE", "offline" if not os.environ.get("WANDB_API_KEY") else "online")
         train, _ = load_trajectories_for(cfg.data)
         (Path(cfg.output_dir)).mkdir(parents=True, exist_ok=True)
-        (Path(cfg.output_dir) / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=1, default=str))
+        from verifier.config import redact
+
+        (Path(cfg.output_dir) / "config.json").write_text(json.dumps(redact(cfg), indent=1, default=str))
         path = sft_train(cfg, train)
         print(path)
 
