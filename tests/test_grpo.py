@@ -159,9 +159,19 @@ def test_configs_compose_for_every_experiment_and_model():
     assert cfgs["pess_ver"].eval.n_passes == 8 and cfgs["pess_ver"].eval.aggregation == "pessimistic"
     assert cfgs["extra_ann"].data.synthetic["valid_fraction"] < cfgs["pos_aug"].data.synthetic["valid_fraction"]
     assert cfgs["smoke"].output_dir == "runs/grpo/smoke"
+    import yaml
+
     for m in ("tiny", "tiny_lora", "qwen3_8b", "qwen3_8b_full", "qwen3_30b_a3b", "qwen3_30b_a3b_full"):
         c = compose("grpo", GRPORunConfig, [f"model={m}", "experiment=meta_ver_rl"])
-        assert c.model.name_or_path and c.experiment_name == "meta_ver_rl"
+        # every value of configs/model/<m>.yaml reaches the run config, next to the experiment's own
+        want = yaml.safe_load((REPO / "configs" / "model" / f"{m}.yaml").read_text())
+        lora = want.pop("lora", {})
+        for k, v in want.items():
+            assert getattr(c.model, k) == v, (m, k)
+        for k, v in lora.items():
+            assert getattr(c.model.lora, k) == v, (m, "lora", k)
+        assert c.experiment_name == "meta_ver_rl" and c.reward.components == cfgs["meta_ver_rl"].reward.components
+        assert c.grpo == cfgs["meta_ver_rl"].grpo and c.data == cfgs["meta_ver_rl"].data
     assert compose("grpo", GRPORunConfig, ["model=qwen3_30b_a3b"]).model.lora.enabled
     assert not compose("grpo", GRPORunConfig, ["model=qwen3_8b_full"]).model.lora.enabled
 

@@ -124,8 +124,9 @@ def test_random_predictions_with_passes_and_wandb_offline(tmp_path, gsm8k, monke
     rng = random.Random(5)
     rows = []
     for r in records:
-        passes = [{"index": i, "verdict": rng.choice(["valid", "invalid"]), "first_error_step": 0,
-                   "parse_status": "ok", "text": "..."} for i in range(3)]
+        vs = [rng.choice(["valid", "invalid"]) for _ in range(3)]
+        passes = [{"index": i, "verdict": v, "first_error_step": -1 if v == "valid" else 0,
+                   "parse_status": "ok", "text": "..."} for i, v in enumerate(vs)]
         acc = all(p["verdict"] == "valid" for p in passes)
         rows.append({"id": r.id, "verdict": "valid" if acc else "invalid", "first_error_step": -1 if acc else 0,
                      "meta_grade": rng.choice(["EXACT_MATCH", "POOR_MATCH", None]), "passes": passes})
@@ -137,6 +138,11 @@ def test_random_predictions_with_passes_and_wandb_offline(tmp_path, gsm8k, monke
     assert [r["k"] for r in doc["k_curve"]] == [1, 2, 3, 3]
     # k = n of the pessimistic curve reproduces the aggregated verdicts given
     assert doc["k_curve"][2]["metrics"]["rough.tpr"]["value"] == doc["rough.tpr"]["value"]
+    # ... and each k counts the records whose first k passes all accept (computed here from the rows)
+    for k in (1, 2, 3):
+        want = sum(all(p["verdict"] == "valid" for p in r["passes"][:k]) for r in rows)
+        assert doc["k_curve"][k - 1]["acceptance"]["counts"] == {"accepted": want, "n": 60}, k
+    assert 0 < doc["counts"]["accepted"] < 60
     assert 0 <= doc["flip"]["pairwise"]["value"] <= 1
     runs = list((tmp_path / "out" / "wandb").glob("offline-run-*"))
     assert len(runs) == 1 and any(runs[0].rglob("*.wandb"))
@@ -155,15 +161,26 @@ def test_scores_rows_written_by_the_judging_engine(tmp_path, gsm8k):
     write_jsonl(gold, records)
     rng = random.Random(9)
     rows, expected_accept = [], 0
+    tp = tn = 0
     for r in records:
-        texts = [format_verification(rng.choice(["valid", "invalid"]), 0, "why") for _ in range(4)]
+        # mostly-accepting passes, so that all-4-accept (pessimistic acceptance) happens; a valid
+        # verdict carries step -1, an invalid one step 0 (both parse)
+        vs = [rng.choice(["valid"] * 5 + ["invalid"]) for _ in range(4)]
+        texts = [format_verification(v, -1 if v == "valid" else 0, "why") for v in vs]
         passes = [parse_verification(t, len(r.proof_steps)) for t in texts]
+        assert all(p.ok for p in passes)
         agg = aggregate(passes, AggregationPolicy(n=4))
-        expected_accept += agg.accepts
+        accepted = all(v == "valid" for v in vs)
+        assert agg.accepts == accepted
+        expected_accept += accepted
+        tp += accepted and r.annotation.is_valid
+        tn += not accepted and not r.annotation.is_valid
         rows.append(judgment_to_row(Judgment(r.id, agg, passes, seeds=list(range(4)), n=4)))
+    assert 5 < expected_accept < 35  # acceptance and rejection are both exercised
     preds = tmp_path / "judge.jsonl"
     write_jsonl(preds, rows)
     doc = run(_cfg(tmp_path, gold, preds, "report=false"))
     assert doc["counts"]["accepted"] == expected_accept
     assert doc["k_curve"][3]["acceptance"]["counts"] == {"accepted": expected_accept, "n": 40}
+    assert doc["rough.tpr"]["counts"]["tp"] == tp and doc["rough.tnr"]["counts"]["tn"] == tn
     assert "meta.tpr" not in doc
