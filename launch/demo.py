@@ -32,7 +32,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -344,7 +344,9 @@ def write_summary(demo: Demo, d: dict[str, str], evals: dict[str, tuple]) -> Pat
         p = Path(edir) / "metrics.json"
         ev[label] = {"dir": edir, "limit": limit, "metrics": json.loads(p.read_text()) if p.exists() else None}
     grpo_cfg = Path(d["grpo"]) / "train_log.json"
-    doc = {"wall_s": round(total, 1), "config": asdict(demo.cfg),
+    from verifier.config import redact
+
+    doc = {"wall_s": round(total, 1), "config": redact(demo.cfg),  # no API key in the summary
            "stages": [{"name": s.name, "command": s.command, "seconds": round(s.seconds, 1), "outputs": s.outputs,
                        "log": s.log} for s in demo.stages],
            "evaluations": {k: {"dir": v["dir"], "limit": v["limit"],

@@ -1,0 +1,169 @@
+"""No API key reaches a file a run writes (issue 14, item 6).
+
+Every command runs as users run it, against the session's real vLLM server, with a
+recognisable canary key passed where it is not needed for auth: on the command line
+(``...api_key=sk-SECRET-canary-1234`` for an endpoint the run configures but does not
+call) and in the environment (``WANDB_API_KEY``, W&B offline). The keys the server
+does need (``test-key``) are passed on the command line too. Then every file the run
+wrote (recursively: outputs, W&B offline runs, logs, pid files, caches) and its stdout
+and stderr are searched for both keys.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import API_KEY, free_port
+
+REPO = Path(__file__).resolve().parents[1]
+CANARY = "sk-SECRET-canary-1234"
+SECRETS = (CANARY.encode(), API_KEY.encode())
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
+               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", WANDB_MODE="offline", WANDB_API_KEY=CANARY,
+               WANDB_SILENT="true", VERIFIER_SERVE_PIDFILE=str(tmp / "serve.pid"))
+    env.pop("VERIFIER_API_KEY", None)
+    env.pop("OPENAI_API_KEY", None)
+    return env
+
+
+def leaks(root: Path) -> list[str]:
+    """Files under ``root`` (recursively) that contain a secret."""
+    found = []
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and not p.is_symlink():
+            data = p.read_bytes()
+            found += [f"{p.relative_to(root)}: {s.decode()}" for s in SECRETS if s in data]
+    return found
+
+
+def run_cmd(tmp: Path, args: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
+    p = subprocess.run([sys.executable, *args], cwd=tmp, env=_env(tmp), capture_output=True, timeout=timeout,
+                       check=False)
+    assert p.returncode == 0, (args[:2], p.stdout[-2000:], p.stderr[-3000:])
+    out = p.stdout + p.stderr
+    assert not [s for s in SECRETS if s in out], (args[:2], "secret in stdout/stderr")
+    return p
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    from data_pipeline.synthetic import generate_synthetic
+    from verifier.io import write_jsonl
+
+    d = tmp_path_factory.mktemp("secret_inputs")
+    write_jsonl(d / "trajs.jsonl", generate_synthetic(2, seed=3, min_steps=2, max_steps=2))
+    write_jsonl(d / "problems.jsonl", [{"id": f"q{i}", "problem": f"Prove that {i} + {i} is even."} for i in range(2)])
+    return d
+
+
+def _ep(server, prefix: str) -> list[str]:
+    return [f"{prefix}.base_url={server.base_url}", f"{prefix}.api_key={API_KEY}", f"{prefix}.model={server.model_name}",
+            f"{prefix}.max_retries=1"]
+
+
+def _ep_list(server) -> str:
+    return f"[{{base_url: '{server.base_url}', model: '{server.model_name}', api_key: {API_KEY}, max_retries: 1}}]"
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_no_api_key_in_any_file_a_command_writes(vllm_server, inputs, tiny_model, tmp_path):
+    s = vllm_server
+    trajs, problems = inputs / "trajs.jsonl", inputs / "problems.jsonl"
+    data = REPO / "tests" / "data"
+    commands = {
+        "judge": ["-m", "eval.judge", f"input={trajs}", "output=judge/j.jsonl", *_ep(s, "endpoint"), "judge.n=2",
+                  "judge.max_tokens=8", "progress=false"],
+        "score": ["-m", "eval.score", f"gold={trajs}", "predictions=judge/j.jsonl", "out=score", "bootstrap_n=20",
+                  "wandb.enabled=true"],
+        "verifierbench": ["-m", "eval.verifierbench", f"data={trajs}", "out=vb", *_ep(s, "verifier"), "judge.n=2",
+                          "judge.max_tokens=8", f"meta.endpoint.api_key={CANARY}", "bootstrap_n=20", "progress=false"],
+        "proverbench": ["-m", "eval.proverbench", f"problems={problems}", "out=pb", *_ep(s, "generator"),
+                        *_ep(s, "verifier"), "generation.max_tokens=8", "judge.n=2", "judge.max_tokens=8",
+                        "bootstrap_n=20", "progress=false"],
+        "tcs": ["-m", "eval.tcs", f"input={data / 'tcs_illustrative.jsonl'}", "out=tcs", *_ep(s, "endpoint"),
+                "progress=false", "generator_a.max_tokens=8", "generator_b.max_tokens=8", "verifier.max_tokens=8",
+                "self_verifier.max_tokens=8", "critic.max_tokens=8", "critic.n=2"],
+        "proofjudge": ["-m", "eval.proofjudge", f"input={data / 'proofjudge_illustrative.jsonl'}", "out=proofjudge",
+                       *_ep(s, "endpoint"), "progress=false", "judge.n=1", "judge.max_tokens=8", "bootstrap.n=20"],
+        "ineqmath": ["-m", "eval.ineqmath", f"input={data / 'ineqmath_illustrative.jsonl'}", "out=ineqmath",
+                     *_ep(s, "endpoint"), "generate=true", "progress=false", "solver.max_tokens=8",
+                     "answer_judge.max_tokens=8",
+                     *[f"step_judges.{k}.max_tokens=8" for k in ("toy_case", "logical_gap", "numerical_approximation",
+                                                                   "numerical_computation")]],
+        "selection": ["-m", "data_pipeline.selection", f"trajectories={trajs}", "out=sel", *_ep(s, "endpoint"),
+                      "judge.n=2", "judge.max_tokens=8", "plot=false", "progress=false"],
+        "augment": ["-m", "data_pipeline.augment", f"input={trajs}", "out=aug", *_ep(s, "generator"),
+                    f"verifiers={_ep_list(s)}", "verify.n=1", "verify.max_tokens=8", "max_tokens=8", "limit=1",
+                    "progress=false"],
+        "candidates": ["-m", "data_pipeline.candidates", f"problems={problems}", "out=cand", f"generators={_ep_list(s)}",
+                       *_ep(s, "verifier"), "k=1", "max_tokens=8", "progress=false"],
+        "curate": ["-m", "data_pipeline.curate", f"input={problems}", "out=curate",
+                   f"classifier.endpoint.api_key={CANARY}", "progress=false", "plot=false"],
+        "sft": [str(REPO / "training" / "sft.py"), "output_dir=sft", f"model.name_or_path={tiny_model}", "max_steps=1",
+                "per_device_train_batch_size=2", "data.n_train=4", "max_length=256", "wandb.enabled=true"],
+        "grpo": [str(REPO / "training" / "grpo.py"), "experiment=smoke", "output_dir=grpo",
+                 f"model.name_or_path={tiny_model}", "grpo.max_steps=1", "grpo.save_steps=1",
+                 "grpo.per_device_train_batch_size=4", "grpo.max_completion_length=8", "data.n_train=4",
+                 "data.n_eval=2", "eval.max_new_tokens=8", "eval.bootstrap_n=20", f"reward.endpoint.api_key={CANARY}"],
+        "report": ["-m", "eval.report", "runs=[grpo]", "out=report", "wandb.enabled=true"],
+        # a -m sweep saves its config to <sweep dir>/multirun.yaml (verifier.hydra_callbacks.RedactSavedConfig)
+        "grpo_sweep": [str(REPO / "training" / "grpo.py"), "-m", "experiment=base", "output_dir=base",
+                       f"model.name_or_path={tiny_model}", "data.n_eval=2", "eval.max_new_tokens=8",
+                       "eval.bootstrap_n=20", f"reward.endpoint.api_key={CANARY}", "hydra.sweep.dir=mr"],
+    }
+    found: dict[str, list[str]] = {}
+    for name, args in commands.items():
+        d = tmp_path / name
+        d.mkdir()
+        if name == "score":  # scores the judgments of the judge run
+            (d / "judge").symlink_to(tmp_path / "judge" / "judge", target_is_directory=True)
+        if name == "report":
+            (d / "grpo").symlink_to(tmp_path / "grpo" / "grpo", target_is_directory=True)
+        run_cmd(d, args)
+        found[name] = leaks(d)
+    assert (tmp_path / "grpo" / "grpo" / "wandb").is_dir()  # the W&B offline run was written, and searched
+    assert (tmp_path / "verifierbench" / "vb" / "config.json").exists()
+    assert (tmp_path / "grpo_sweep" / "mr" / "multirun.yaml").exists()
+    assert not {k: v for k, v in found.items() if v}, json.dumps(found, indent=1)
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_serve_keeps_its_key_out_of_logs_and_files(tiny_model, tmp_path):
+    """``python -m verifier.serve ... api_key=KEY``: the key authenticates, and is in no file or log."""
+    import requests
+
+    port = free_port()
+    args = [sys.executable, "-m", "verifier.serve", f"model={tiny_model}", f"port={port}", f"api_key={CANARY}",
+            "log_file=serve.log", "omp_num_threads=1", "kv_cache_memory_bytes=64M"]
+    proc = subprocess.Popen(args, cwd=tmp_path, env=_env(tmp_path), stdout=open(tmp_path / "stdout.log", "wb"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while b"ready:" not in (tmp_path / "stdout.log").read_bytes():
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "stdout.log").read_text()[-3000:]
+            time.sleep(1)
+        url = f"http://127.0.0.1:{port}/v1/models"
+        assert requests.get(url, headers={"Authorization": f"Bearer {CANARY}"}, timeout=30).status_code == 200
+        assert requests.get(url, headers={"Authorization": "Bearer wrong"}, timeout=30).status_code == 401
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    assert (tmp_path / "serve.log").stat().st_size > 0
+    assert leaks(tmp_path) == []
