@@ -11,7 +11,6 @@ and stderr are searched for both keys.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -64,6 +63,8 @@ def inputs(tmp_path_factory):
     d = tmp_path_factory.mktemp("secret_inputs")
     write_jsonl(d / "trajs.jsonl", generate_synthetic(2, seed=3, min_steps=2, max_steps=2))
     write_jsonl(d / "problems.jsonl", [{"id": f"q{i}", "problem": f"Prove that {i} + {i} is even."} for i in range(2)])
+    write_jsonl(d / "preds.jsonl", [{"id": t.id, "verdict": "valid", "first_error_step": -1}
+                                    for t in generate_synthetic(2, seed=3, min_steps=2, max_steps=2)])
     return d
 
 
@@ -76,67 +77,69 @@ def _ep_list(server) -> str:
     return f"[{{base_url: '{server.base_url}', model: '{server.model_name}', api_key: {API_KEY}, max_retries: 1}}]"
 
 
+def _commands(s, inputs: Path, tiny_model: Path) -> dict[str, list[list[str]]]:
+    """Each case: the commands run one after the other in one fresh directory."""
+    trajs, problems, preds = inputs / "trajs.jsonl", inputs / "problems.jsonl", inputs / "preds.jsonl"
+    data = REPO / "tests" / "data"
+    grpo = [str(REPO / "training" / "grpo.py"), f"model.name_or_path={tiny_model}", "data.n_eval=2",
+            "eval.max_new_tokens=8", "eval.bootstrap_n=20", f"reward.endpoint.api_key={CANARY}"]
+    return {
+        "judge": [["-m", "eval.judge", f"input={trajs}", "output=judge/j.jsonl", *_ep(s, "endpoint"), "judge.n=2",
+                   "judge.max_tokens=8", "progress=false"]],
+        "score": [["-m", "eval.score", f"gold={trajs}", f"predictions={preds}", "out=score", "bootstrap_n=20",
+                   "wandb.enabled=true"]],
+        "verifierbench": [["-m", "eval.verifierbench", f"data={trajs}", "out=vb", *_ep(s, "verifier"), "judge.n=2",
+                           "judge.max_tokens=8", f"meta.endpoint.api_key={CANARY}", "bootstrap_n=20",
+                           "progress=false"]],
+        "proverbench": [["-m", "eval.proverbench", f"problems={problems}", "out=pb", *_ep(s, "generator"),
+                         *_ep(s, "verifier"), "generation.max_tokens=8", "judge.n=2", "judge.max_tokens=8",
+                         "bootstrap_n=20", "progress=false"]],
+        "tcs": [["-m", "eval.tcs", f"input={data / 'tcs_illustrative.jsonl'}", "out=tcs", *_ep(s, "endpoint"),
+                 "progress=false", "generator_a.max_tokens=8", "generator_b.max_tokens=8", "verifier.max_tokens=8",
+                 "self_verifier.max_tokens=8", "critic.max_tokens=8", "critic.n=2"]],
+        "proofjudge": [["-m", "eval.proofjudge", f"input={data / 'proofjudge_illustrative.jsonl'}", "out=proofjudge",
+                        *_ep(s, "endpoint"), "progress=false", "judge.n=1", "judge.max_tokens=8", "bootstrap.n=20"]],
+        "ineqmath": [["-m", "eval.ineqmath", f"input={data / 'ineqmath_illustrative.jsonl'}", "out=ineqmath",
+                      *_ep(s, "endpoint"), "generate=true", "progress=false", "solver.max_tokens=8",
+                      "answer_judge.max_tokens=8",
+                      *[f"step_judges.{k}.max_tokens=8" for k in ("toy_case", "logical_gap",
+                                                                    "numerical_approximation", "numerical_computation")]]],
+        "selection": [["-m", "data_pipeline.selection", f"trajectories={trajs}", "out=sel", *_ep(s, "endpoint"),
+                       "judge.n=2", "judge.max_tokens=8", "plot=false", "progress=false"]],
+        "augment": [["-m", "data_pipeline.augment", f"input={trajs}", "out=aug", *_ep(s, "generator"),
+                     f"verifiers={_ep_list(s)}", "verify.n=1", "verify.max_tokens=8", "max_tokens=8", "limit=1",
+                     "progress=false"]],
+        "candidates": [["-m", "data_pipeline.candidates", f"problems={problems}", "out=cand",
+                        f"generators={_ep_list(s)}", *_ep(s, "verifier"), "k=1", "max_tokens=8", "progress=false"]],
+        "curate": [["-m", "data_pipeline.curate", f"input={problems}", "out=curate",
+                    f"classifier.endpoint.api_key={CANARY}", "progress=false", "plot=false"]],
+        "sft": [[str(REPO / "training" / "sft.py"), "output_dir=sft", f"model.name_or_path={tiny_model}",
+                 "max_steps=1", "per_device_train_batch_size=2", "data.n_train=4", "logging_steps=1",
+                 "wandb.enabled=true"]],
+        # GRPO with W&B offline, then the ablation report (W&B) over its run
+        "grpo": [[*grpo, "experiment=smoke", "output_dir=grpo", "grpo.max_steps=1", "grpo.save_steps=1",
+                  "grpo.per_device_train_batch_size=4", "grpo.max_completion_length=8", "data.n_train=4"],
+                 ["-m", "eval.report", "runs=[grpo]", "out=report", "wandb.enabled=true"]],
+        # a -m sweep saves its config to <sweep dir>/multirun.yaml (verifier.hydra_callbacks.RedactSavedConfig)
+        "grpo_sweep": [[grpo[0], "-m", *grpo[1:], "experiment=base", "output_dir=base", "wandb.enabled=false",
+                        "hydra.sweep.dir=mr"]],
+    }
+
+
+WRITES = {"verifierbench": "vb/config.json", "grpo": "grpo/wandb", "sft": "sft/config.json",
+          "grpo_sweep": "mr/multirun.yaml", "score": "score/metrics.json"}
+
+
 @pytest.mark.vllm
 @pytest.mark.slow
-def test_no_api_key_in_any_file_a_command_writes(vllm_server, inputs, tiny_model, tmp_path):
-    s = vllm_server
-    trajs, problems = inputs / "trajs.jsonl", inputs / "problems.jsonl"
-    data = REPO / "tests" / "data"
-    commands = {
-        "judge": ["-m", "eval.judge", f"input={trajs}", "output=judge/j.jsonl", *_ep(s, "endpoint"), "judge.n=2",
-                  "judge.max_tokens=8", "progress=false"],
-        "score": ["-m", "eval.score", f"gold={trajs}", "predictions=judge/j.jsonl", "out=score", "bootstrap_n=20",
-                  "wandb.enabled=true"],
-        "verifierbench": ["-m", "eval.verifierbench", f"data={trajs}", "out=vb", *_ep(s, "verifier"), "judge.n=2",
-                          "judge.max_tokens=8", f"meta.endpoint.api_key={CANARY}", "bootstrap_n=20", "progress=false"],
-        "proverbench": ["-m", "eval.proverbench", f"problems={problems}", "out=pb", *_ep(s, "generator"),
-                        *_ep(s, "verifier"), "generation.max_tokens=8", "judge.n=2", "judge.max_tokens=8",
-                        "bootstrap_n=20", "progress=false"],
-        "tcs": ["-m", "eval.tcs", f"input={data / 'tcs_illustrative.jsonl'}", "out=tcs", *_ep(s, "endpoint"),
-                "progress=false", "generator_a.max_tokens=8", "generator_b.max_tokens=8", "verifier.max_tokens=8",
-                "self_verifier.max_tokens=8", "critic.max_tokens=8", "critic.n=2"],
-        "proofjudge": ["-m", "eval.proofjudge", f"input={data / 'proofjudge_illustrative.jsonl'}", "out=proofjudge",
-                       *_ep(s, "endpoint"), "progress=false", "judge.n=1", "judge.max_tokens=8", "bootstrap.n=20"],
-        "ineqmath": ["-m", "eval.ineqmath", f"input={data / 'ineqmath_illustrative.jsonl'}", "out=ineqmath",
-                     *_ep(s, "endpoint"), "generate=true", "progress=false", "solver.max_tokens=8",
-                     "answer_judge.max_tokens=8",
-                     *[f"step_judges.{k}.max_tokens=8" for k in ("toy_case", "logical_gap", "numerical_approximation",
-                                                                   "numerical_computation")]],
-        "selection": ["-m", "data_pipeline.selection", f"trajectories={trajs}", "out=sel", *_ep(s, "endpoint"),
-                      "judge.n=2", "judge.max_tokens=8", "plot=false", "progress=false"],
-        "augment": ["-m", "data_pipeline.augment", f"input={trajs}", "out=aug", *_ep(s, "generator"),
-                    f"verifiers={_ep_list(s)}", "verify.n=1", "verify.max_tokens=8", "max_tokens=8", "limit=1",
-                    "progress=false"],
-        "candidates": ["-m", "data_pipeline.candidates", f"problems={problems}", "out=cand", f"generators={_ep_list(s)}",
-                       *_ep(s, "verifier"), "k=1", "max_tokens=8", "progress=false"],
-        "curate": ["-m", "data_pipeline.curate", f"input={problems}", "out=curate",
-                   f"classifier.endpoint.api_key={CANARY}", "progress=false", "plot=false"],
-        "sft": [str(REPO / "training" / "sft.py"), "output_dir=sft", f"model.name_or_path={tiny_model}", "max_steps=1",
-                "per_device_train_batch_size=2", "data.n_train=4", "max_length=256", "wandb.enabled=true"],
-        "grpo": [str(REPO / "training" / "grpo.py"), "experiment=smoke", "output_dir=grpo",
-                 f"model.name_or_path={tiny_model}", "grpo.max_steps=1", "grpo.save_steps=1",
-                 "grpo.per_device_train_batch_size=4", "grpo.max_completion_length=8", "data.n_train=4",
-                 "data.n_eval=2", "eval.max_new_tokens=8", "eval.bootstrap_n=20", f"reward.endpoint.api_key={CANARY}"],
-        "report": ["-m", "eval.report", "runs=[grpo]", "out=report", "wandb.enabled=true"],
-        # a -m sweep saves its config to <sweep dir>/multirun.yaml (verifier.hydra_callbacks.RedactSavedConfig)
-        "grpo_sweep": [str(REPO / "training" / "grpo.py"), "-m", "experiment=base", "output_dir=base",
-                       f"model.name_or_path={tiny_model}", "data.n_eval=2", "eval.max_new_tokens=8",
-                       "eval.bootstrap_n=20", f"reward.endpoint.api_key={CANARY}", "hydra.sweep.dir=mr"],
-    }
-    found: dict[str, list[str]] = {}
-    for name, args in commands.items():
-        d = tmp_path / name
-        d.mkdir()
-        if name == "score":  # scores the judgments of the judge run
-            (d / "judge").symlink_to(tmp_path / "judge" / "judge", target_is_directory=True)
-        if name == "report":
-            (d / "grpo").symlink_to(tmp_path / "grpo" / "grpo", target_is_directory=True)
-        run_cmd(d, args)
-        found[name] = leaks(d)
-    assert (tmp_path / "grpo" / "grpo" / "wandb").is_dir()  # the W&B offline run was written, and searched
-    assert (tmp_path / "verifierbench" / "vb" / "config.json").exists()
-    assert (tmp_path / "grpo_sweep" / "mr" / "multirun.yaml").exists()
-    assert not {k: v for k, v in found.items() if v}, json.dumps(found, indent=1)
+@pytest.mark.parametrize("case", ["judge", "score", "verifierbench", "proverbench", "tcs", "proofjudge", "ineqmath",
+                                  "selection", "augment", "candidates", "curate", "sft", "grpo", "grpo_sweep"])
+def test_no_api_key_in_any_file_a_command_writes(case, vllm_server, inputs, tiny_model, tmp_path):
+    for args in _commands(vllm_server, inputs, tiny_model)[case]:
+        run_cmd(tmp_path, args)
+    if case in WRITES:  # the file that used to carry the key was written, and searched
+        assert (tmp_path / WRITES[case]).exists()
+    assert leaks(tmp_path) == []
 
 
 @pytest.mark.vllm
@@ -148,8 +151,9 @@ def test_serve_keeps_its_key_out_of_logs_and_files(tiny_model, tmp_path):
     port = free_port()
     args = [sys.executable, "-m", "verifier.serve", f"model={tiny_model}", f"port={port}", f"api_key={CANARY}",
             "log_file=serve.log", "omp_num_threads=1", "kv_cache_memory_bytes=64M"]
-    proc = subprocess.Popen(args, cwd=tmp_path, env=_env(tmp_path), stdout=open(tmp_path / "stdout.log", "wb"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    with open(tmp_path / "stdout.log", "wb") as log:
+        proc = subprocess.Popen(args, cwd=tmp_path, env=_env(tmp_path), stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
     try:
         deadline = time.monotonic() + 300
         while b"ready:" not in (tmp_path / "stdout.log").read_bytes():

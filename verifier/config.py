@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import sys
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -45,6 +46,9 @@ def hydra_main(name: str, schema: type[T], config_dir: Path | None = None
         @hydra.main(config_path=str(config_dir or CONFIG_DIR), config_name=name, version_base="1.3")
         @functools.wraps(fn)
         def wrapped(cfg: Any) -> Any:
+            # Hydra has parsed the command line: drop its API keys from sys.argv, which W&B records
+            # as the run's program arguments (and other libraries may log)
+            sys.argv[:] = redact(list(sys.argv))
             return fn(to_object(cfg))
 
         return wrapped
