@@ -171,3 +171,25 @@ def test_serve_keeps_its_key_out_of_logs_and_files(tiny_model, tmp_path):
             proc.wait(timeout=30)
     assert (tmp_path / "serve.log").stat().st_size > 0
     assert leaks(tmp_path) == []
+
+
+def test_redact_and_run_names_drop_keys(tmp_path):
+    """The one redaction helper on a real composed config, and the GRPO run name."""
+    from training.grpo import GRPORunConfig, run_name
+    from verifier.config import compose, redact
+    from verifier.hydra_callbacks import redact_saved_config
+
+    overrides = [f"reward.endpoint.api_key={CANARY}", "grpo.beta=0.1"]
+    cfg = compose("grpo", GRPORunConfig, ["experiment=meta_ver_rl", *overrides])
+    cfg.overrides = overrides
+    assert cfg.reward.endpoint.api_key == CANARY
+    red = redact(cfg)
+    assert CANARY not in repr(red) and red["reward"]["endpoint"]["api_key"] == "***"
+    assert red["overrides"] == ["reward.endpoint.api_key=***", "grpo.beta=0.1"] and red["grpo"]["beta"] == 0.1
+    assert run_name(cfg) == "meta_ver_rl,grpo.beta=0.1"
+    inline = redact([f"verifiers=[{{base_url: u, api_key: {CANARY}}}]", f"+x.api_key='{CANARY}'"])
+    assert CANARY not in repr(inline)
+    saved = tmp_path / "multirun.yaml"
+    saved.write_text(f"reward:\n  endpoint:\n    api_key: {CANARY}\nhydra:\n  overrides:\n    task:\n"
+                     f"    - reward.endpoint.api_key={CANARY}\n")
+    assert redact_saved_config(saved) and CANARY not in saved.read_text()
