@@ -104,7 +104,7 @@ def main() -> None:
         from vllm import SamplingParams
 
         endpoint = EndpointConfig(base_url=server.base_url, api_key=key, model=server.model_name,
-                                  max_concurrency=64, timeout_s=600, max_retries=2, backoff_s=0.5)
+                                  max_concurrency=64, timeout_s=600, max_retries=2)
         jcfg = JudgeConfig(n=args.n, max_tokens=args.max_tokens, run_seed=0)
         reqs = [GenerationRequest(as_messages(verification_prompt(t)), n=args.n, seed=base_seed(t.id, 0), key=t.id)
                 for t in trajs]
