@@ -147,7 +147,7 @@ def test_all_servers_dead_is_a_clear_error(trajs):
     engine = OpenAIEngine(EndpointConfig(base_url=urls, api_key="x", model="m", max_retries=0, timeout_s=5))
     [j] = judge_trajectories(trajs[:1], engine, JudgeConfig(n=2))
     assert j.status == "request_failed" and not j.complete
-    assert "all 2 servers of endpoint 'm' are down" in j.passes[0].detail
+    assert "all 2 servers of endpoint 'm' are down (after 0 retries each)" in j.passes[0].detail
     assert all(u in j.passes[0].detail for u in urls)
     assert engine.stats["failures"] == 1 and all(s["taken_out"] == 1 for s in engine.stats["servers"].values())
 

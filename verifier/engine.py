@@ -381,13 +381,14 @@ class OpenAIEngine:
         return [Completion(status="request_failed", error=_short(msg, 600)) for _ in range(req.n)]
 
     def _no_server_left(self, router: Router, errors: list[str]) -> str:
-        if len(self.servers) == 1:
-            return f"after {self.cfg.max_retries} retries: {errors[-1] if errors else self.servers[0].last_error}"
+        """Why a request found no server (left) to run on: every server down, or failed on each tried."""
+        n, retries = len(self.servers), f"after {self.cfg.max_retries} retries each"
         live = router.live()
         if not live:
-            return (f"all {len(self.servers)} servers of endpoint {self.model!r} are down: "
+            what = "the server" if n == 1 else f"all {n} servers"
+            return (f"{what} of endpoint {self.model!r} {'is' if n == 1 else 'are'} down ({retries}): "
                     + "; ".join(f"{s.url}: {s.last_error}" for s in self.servers))
-        return f"failed on every live server ({len(live)} of {len(self.servers)} live): " + "; ".join(errors)
+        return f"failed on every server tried ({len(live)} of {n} live, {retries}): " + "; ".join(errors)
 
     async def _one(self, pool: _Pool, req: GenerationRequest, sampling: SamplingConfig) -> list[Completion]:
         import openai
