@@ -8,16 +8,21 @@ In one process tree, on the same tiny model and the same ProcessBench prompts wi
 (c) a naive client: one request per pass (n=1), one at a time (on a subset; a rate is a rate);
 (d) full 8-pass against early-stop pessimism (waves 1,1,2,4) on a mixed set: guided decoding
     forces parseable verdicts with a set accept rate, high for gold-valid proofs and low for
-    gold-invalid ones (``synthetic_verdict_regex``); the realised accept rates are reported.
+    gold-invalid ones (``synthetic_verdict_regex``); the realised accept rates are reported;
+(e) scale-out: the judge client (b) over two servers (``endpoint.base_url=[URL1, URL2]``) against one,
+    each server pinned to its own core (CPU affinity inherited from the launching thread, one OMP
+    thread), on a subset of the proofs.
 
 Repeated ``--repeats`` times; medians are reported. Results go to ``--out`` (JSON + PNG).
 The last line is the contract:
-``judge_vs_raw=<b/a tokens/s> judge_vs_naive=<b/c tokens/s> early_stop_token_saving=<1 - tokens(d early)/tokens(d full)>``
+``judge_vs_raw=<b/a tokens/s> judge_vs_naive=<b/c tokens/s> early_stop_token_saving=<1 - tokens(d early)/tokens(d full)>
+two_servers_vs_one=<e: tokens/s on two pinned servers / on one>``
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -42,6 +47,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--prompts", type=int, default=200, help="ProcessBench proofs for (a), (b) and (d)")
     ap.add_argument("--naive-prompts", type=int, default=6, help="proofs for the naive client (c)")
     ap.add_argument("--d-prompts", type=int, default=96, help="proofs for the early-stop comparison (d)")
+    ap.add_argument("--e-prompts", type=int, default=96, help="proofs for the two-servers-vs-one comparison (e)")
     ap.add_argument("--n", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=32, help="(a)-(c) completion tokens per pass")
     ap.add_argument("--repeats", type=int, default=3)
@@ -70,6 +76,29 @@ def load_prompts(n: int):
     return out
 
 
+@contextlib.contextmanager
+def pinned(core: int):
+    """Processes started inside run on ``core`` only (children inherit the launching thread's affinity)."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {core})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def tree_cpus(pid: int) -> set[str]:
+    """The CPU lists allowed to a process and its descendants (evidence of the pinning)."""
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        with contextlib.suppress(OSError):
+            out.add(",".join(map(str, sorted(os.sched_getaffinity(p)))))
+            for children in Path(f"/proc/{p}/task").glob("*/children"):
+                todo += [int(c) for c in children.read_text().split()]
+    return out
+
+
 def main() -> None:
     args = parse_args()
     from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, base_seed
@@ -90,21 +119,38 @@ def main() -> None:
 
     import socket
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    def free_port() -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    port = free_port()
     key = "bench-key"
     common = {"max_model_len": args.max_model_len, "kv_cache_memory_bytes": "256M", "max_num_seqs": 256,
                   "max_num_batched_tokens": 8192, "enforce_eager": True, "enable_chunked_prefill": False}
     server = VLLMServer(ServeConfig(model=str(model), port=port, api_key=key, log_file=str(tmp / "server.log"),
-                                    omp_num_threads=1, **common)).start()
+                                    omp_num_threads=1, **common)).start(wait=False)
+    # (e): two more servers, each pinned to one core (all three start side by side)
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        print(f"WARNING: only {len(cores)} core available: both (e) servers share it", flush=True)
+    pair = []
+    for i in range(2):
+        socket_port = free_port()
+        with pinned(cores[i % len(cores)]):
+            pair.append(VLLMServer(ServeConfig(model=str(model), port=socket_port, api_key=key, omp_num_threads=1,
+                                               log_file=str(tmp / f"pinned{i}.log"), **common)).start(wait=False))
     offline = None
     try:
+        for s in (server, *pair):
+            s.wait_healthy()
+        print("(e) server CPU affinity: " + "; ".join(f"{s.base_url} -> cores {'/'.join(sorted(tree_cpus(s.proc.pid)))}"
+                                                      for s in pair), flush=True)
         offline = VLLMOfflineEngine(OfflineConfig(model=str(model), served_model_name=server.model_name, **common))
         from vllm import SamplingParams
 
         endpoint = EndpointConfig(base_url=server.base_url, api_key=key, model=server.model_name,
-                                  max_concurrency=64, timeout_s=600, max_retries=2, backoff_s=0.5)
+                                  max_concurrency=64, timeout_s=600, max_retries=2)
         jcfg = JudgeConfig(n=args.n, max_tokens=args.max_tokens, run_seed=0)
         reqs = [GenerationRequest(as_messages(verification_prompt(t)), n=args.n, seed=base_seed(t.id, 0), key=t.id)
                 for t in trajs]
@@ -175,16 +221,37 @@ def main() -> None:
                         d["same_decisions"] &= [j.verdict for j in js] == [j.verdict for j in full]
             return d
 
+        e_set = trajs[: args.e_prompts]
+        one_ep = dataclasses.replace(endpoint, base_url=pair[0].base_url)
+        two_ep = dataclasses.replace(endpoint, base_url=[s.base_url for s in pair])
+
+        def run_e() -> dict:
+            e = {}
+            for name, ep in (("one", one_ep), ("two", two_ep)):
+                engine = OpenAIEngine(ep)
+                t0 = time.perf_counter()
+                js = judge_trajectories(e_set, engine, jcfg)
+                dt = time.perf_counter() - t0
+                assert all(j.complete and len(j.passes) == args.n for j in js)
+                e[f"{name}_tok_s"] = sum(j.tokens for j in js) / dt
+                e[f"{name}_s"] = dt
+                e[f"{name}_per_server_requests"] = {u: v["requests"] for u, v in engine.stats["servers"].items()}
+            e["two_servers_vs_one"] = e["two_tok_s"] / e["one_tok_s"]
+            return e
+
         # warm-up (kernels, grammar compilation, connection pools)
         offline.llm.generate([{"prompt_token_ids": i} for i in ids[:16]], params[:16], use_tqdm=False)
         judge_trajectories(trajs[:16], OpenAIEngine(endpoint), jcfg)
+        judge_trajectories(trajs[:16], OpenAIEngine(two_ep), jcfg)
         judge_trajectories(trajs[:4], guided(50), dataclasses.replace(jcfg, n=1, max_tokens=64))
         reps = []
         for r in range(args.repeats):
             (ta, sa), (tb, sb), (tc, sc) = run_a(), run_b(), run_c()
             d = run_d()
+            e = run_e()
             rep = {"a_tok_s": ta / sa, "b_tok_s": tb / sb, "c_tok_s": tc / sc, "a_tokens": ta, "b_tokens": tb,
-                   "c_tokens": tc, "a_s": sa, "b_s": sb, "c_s": sc, **{f"d_{k}": v for k, v in d.items()}}
+                   "c_tokens": tc, "a_s": sa, "b_s": sb, "c_s": sc, **{f"d_{k}": v for k, v in d.items()},
+                   **{f"e_{k}": v for k, v in e.items()}, "two_servers_vs_one": e["two_servers_vs_one"]}
             rep["judge_vs_raw"] = rep["b_tok_s"] / rep["a_tok_s"]
             rep["judge_vs_naive"] = rep["b_tok_s"] / rep["c_tok_s"]
             rep["early_stop_token_saving"] = 1 - d["early_tokens"] / d["full_tokens"]
@@ -192,17 +259,22 @@ def main() -> None:
             print(f"repeat {r + 1}/{args.repeats}: (a) raw vllm.LLM {rep['a_tok_s']:.0f} tok/s ({sa:.1f}s)  "
                   f"(b) judge client {rep['b_tok_s']:.0f} tok/s ({sb:.1f}s)  (c) naive {rep['c_tok_s']:.0f} tok/s "
                   f"({sc:.1f}s)  (d) tokens full {d['full_tokens']} / early {d['early_tokens']} "
-                  f"(passes {d['full_passes']} / {d['early_passes']}, same decisions: {d['same_decisions']})",
+                  f"(passes {d['full_passes']} / {d['early_passes']}, same decisions: {d['same_decisions']})  "
+                  f"(e) one pinned server {e['one_tok_s']:.0f} tok/s ({e['one_s']:.1f}s), two {e['two_tok_s']:.0f} "
+                  f"tok/s ({e['two_s']:.1f}s, requests per server {list(e['two_per_server_requests'].values())})",
                   flush=True)
         med = {k: statistics.median(r[k] for r in reps)
-               for k in ("a_tok_s", "b_tok_s", "c_tok_s", "judge_vs_raw", "judge_vs_naive", "early_stop_token_saving")}
+               for k in ("a_tok_s", "b_tok_s", "c_tok_s", "e_one_tok_s", "e_two_tok_s", "judge_vs_raw", "judge_vs_naive",
+                         "early_stop_token_saving", "two_servers_vs_one")}
         rates = reps[-1]["d_rates"]
         print("(d) accept rates (set -> realised per pass; proofs accepted under 8-pass pessimism): "
               + "; ".join(f"{k} -> {v['pass_accept_rate']:.2f} per pass, {v['proof_accept_rate']:.2f} of "
                           f"{v['proofs']} proofs" for k, v in rates.items()), flush=True)
         print(f"medians over {len(reps)} repeats: raw {med['a_tok_s']:.0f} tok/s, judge {med['b_tok_s']:.0f} tok/s, "
-              f"naive {med['c_tok_s']:.0f} tok/s (targets: judge_vs_raw >= 0.9, judge_vs_naive >= 4, saving >= 0.3)",
-              flush=True)
+              f"naive {med['c_tok_s']:.0f} tok/s (targets: judge_vs_raw >= 0.9, judge_vs_naive >= 4, saving >= 0.3); "
+              f"(e) one pinned server {med['e_one_tok_s']:.0f} tok/s, two {med['e_two_tok_s']:.0f} tok/s "
+              f"(ideal two_servers_vs_one = 2 with a free core per server; the client and the other benchmark "
+              f"processes share these {len(cores)} cores)", flush=True)
         (out_dir / "results.json").write_text(json.dumps({"args": vars(args), "repeats": reps, "medians": med},
                                                          indent=2, default=str))
         try:
@@ -211,13 +283,16 @@ def main() -> None:
             matplotlib.use("Agg")
             import matplotlib.pyplot as plt
 
-            fig, ax = plt.subplots(figsize=(6, 3.5))
-            names = ["(a) raw vllm.LLM", "(b) judge client", "(c) naive client"]
-            vals = [med["a_tok_s"], med["b_tok_s"], med["c_tok_s"]]
-            ax.bar(names, vals, color=["#777", "#1f77b4", "#d62728"])
+            fig, ax = plt.subplots(figsize=(8, 3.5))
+            names = ["(a) raw vllm.LLM", "(b) judge client", "(c) naive client", "(e) 1 pinned server",
+                     "(e) 2 pinned servers"]
+            vals = [med["a_tok_s"], med["b_tok_s"], med["c_tok_s"], med["e_one_tok_s"], med["e_two_tok_s"]]
+            ax.bar(names, vals, color=["#777", "#1f77b4", "#d62728", "#2ca02c", "#98df8a"])
+            ax.tick_params(axis="x", labelsize=7)
             ax.set_ylabel("completion tokens / s (median)")
             ax.set_title(f"n={args.n}, {len(trajs)} ProcessBench prompts; early-stop saving "
-                         f"{med['early_stop_token_saving']:.2f}", fontsize=9)
+                         f"{med['early_stop_token_saving']:.2f}; two servers vs one {med['two_servers_vs_one']:.2f}",
+                         fontsize=9)
             fig.tight_layout()
             fig.savefig(out_dir / "throughput.png", dpi=120)
             plt.close(fig)
@@ -227,9 +302,11 @@ def main() -> None:
     finally:
         if offline is not None:
             offline.close()
-        server.stop()
+        for s in (server, *pair):
+            s.stop()
     print(f"judge_vs_raw={med['judge_vs_raw']:.3f} judge_vs_naive={med['judge_vs_naive']:.2f} "
-          f"early_stop_token_saving={med['early_stop_token_saving']:.3f}", flush=True)
+          f"early_stop_token_saving={med['early_stop_token_saving']:.3f} "
+          f"two_servers_vs_one={med['two_servers_vs_one']:.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
                                     log_file=str(work / "vllm.log"))).start()
     try:
         ep = EndpointConfig(base_url=server.base_url, api_key=key, model=server.model_name, max_concurrency=64,
-                            timeout_s=300, max_retries=2, backoff_s=0.5,
+                            timeout_s=300, max_retries=2,
                             extra_body={"structured_outputs": {"regex": GRADE_REGEX}})
         completions, cols = step_batch(opts["batch"], opts["generations"])
         reward = MetaReward(judge="llm", endpoint=ep, judge_max_tokens=opts["judge_max_tokens"],

@@ -72,7 +72,7 @@ def endpoint(vllm_server):
     from verifier.engine import EndpointConfig
 
     return EndpointConfig(base_url=vllm_server.base_url, api_key=API_KEY, model=vllm_server.model_name,
-                          max_concurrency=32, timeout_s=120, max_retries=2, backoff_s=0.2)
+                          max_concurrency=32, timeout_s=120, max_retries=2)
 
 
 # --- reasoning models (issue 13) -----------------------------------------------------------------
@@ -130,4 +130,4 @@ def reasoning_endpoint(reasoning_server):
     from verifier.engine import EndpointConfig
 
     return EndpointConfig(base_url=reasoning_server.base_url, api_key=API_KEY, model=reasoning_server.model_name,
-                          max_concurrency=32, timeout_s=120, max_retries=2, backoff_s=0.2)
+                          max_concurrency=32, timeout_s=120, max_retries=2)

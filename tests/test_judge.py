@@ -123,7 +123,7 @@ def test_too_long_is_explicit_and_does_not_stop_the_batch(endpoint, trajs):
 
 def test_failed_requests_make_incomplete_judgments(trajs):
     dead = EndpointConfig(base_url=f"http://127.0.0.1:{free_port()}/v1", api_key="x", model="m",
-                          max_retries=1, backoff_s=0.01, timeout_s=5)
+                          max_retries=1, timeout_s=5)
     [j] = judge_trajectories(trajs[:1], OpenAIEngine(dead), JCFG)
     assert j.status == "request_failed" and not j.complete
     assert j.passes[0].status is ParseStatus.REQUEST_FAILED

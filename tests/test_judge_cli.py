@@ -40,7 +40,7 @@ def overrides(vllm_server, inp: Path, out: Path, *extra: str) -> list[str]:
     return [f"input={inp}", f"output={out}", f"endpoint.base_url={vllm_server.base_url}",
             f"endpoint.api_key={API_KEY}", f"endpoint.model={vllm_server.model_name}",
             "judge.n=8", "judge.policy=pessimistic", "judge.early_stop=false",
-            "judge.max_tokens=64", "judge.run_seed=3", "endpoint.max_retries=1", "endpoint.backoff_s=0.2",
+            "judge.max_tokens=64", "judge.run_seed=3", "endpoint.max_retries=1",
             f"+endpoint.extra_body.structured_outputs={{regex:'{REGEX}'}}", *extra]
 
 

@@ -72,7 +72,7 @@ class RewardConfig:
     components: dict[str, float] = field(default_factory=lambda: {"meta": 1.0})
     meta_judge: str = "rule"  # rule | llm
     endpoint: EndpointConfig = field(default_factory=lambda: EndpointConfig(max_concurrency=64, timeout_s=120.0,
-                                                                            max_retries=3, backoff_s=1.0))
+                                                                            max_retries=3))
     judge_max_tokens: int = 512  # the judge's budget when reward.endpoint.max_tokens is null (reasoning judges: set that)
     judge_temperature: float = 0.0
     judge_sees_reasoning: bool = False  # show the judge the policy's <think> reasoning too (B.3: rationale only)

@@ -3,9 +3,12 @@
 Two implementations with the same sampling semantics:
 
 * ``OpenAIEngine`` - any OpenAI-compatible server (vLLM first) on the ``openai``
-  async client: bounded concurrency, per-request timeout, retries with backoff on
-  connection errors and 5xx, API key, ``n`` samples in one request (shared prefill),
-  model or LoRA-adapter name selectable.
+  async client: bounded concurrency, per-request timeout, the SDK's own retries (exponential
+  backoff with jitter, ``Retry-After`` honoured) on connection errors, timeouts, 429 and 5xx,
+  API key, ``n`` samples in one request (shared prefill), model or LoRA-adapter name selectable.
+  Scale-out: ``base_url`` may be a list of servers of the same model; each request goes to the
+  least-loaded live server, a server that stops answering is taken out and its requests are
+  retried on the others (the same seeded request, so nothing is lost or sampled twice).
 * ``VLLMOfflineEngine`` - ``vllm.LLM`` for single-node batch jobs (in ``verifier.offline``).
 
 Reasoning models (sections 3.3, 5.1): a server started with ``--reasoning-parser`` returns the
@@ -24,13 +27,15 @@ passes ``k..k+m-1`` is therefore ``n=m, seed=base+k``, whatever the wave shape.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import hashlib
 import logging
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -126,15 +131,21 @@ REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 
 @dataclass
 class EndpointConfig:
-    """An OpenAI-compatible endpoint (a vLLM server, or any provider)."""
+    """An OpenAI-compatible endpoint (a vLLM server, or any provider), or several servers of one model.
 
-    base_url: str = "http://127.0.0.1:8000/v1"
+    ``base_url`` is one URL or a list of URLs (``endpoint.base_url=[URL1,URL2]`` on the command
+    line): requests are spread over the servers (least loaded first), see ``OpenAIEngine``.
+    """
+
+    base_url: Any = "http://127.0.0.1:8000/v1"  # str, or a list of servers serving the same model
     api_key: str | None = None  # default: env VERIFIER_API_KEY, then OPENAI_API_KEY, else "EMPTY"
     model: str = "artifacts/tiny-model"
-    max_concurrency: int = 64
+    max_concurrency: int = 64  # requests in flight per server
     timeout_s: float = 600.0
+    # the OpenAI SDK's retries per server (backoff 0.5 s doubling up to 8 s, minus 0-25 % jitter;
+    # a server's Retry-After is honoured) on connection errors, timeouts, 408/409/429 and 5xx
     max_retries: int = 4
-    backoff_s: float = 1.0
+    revive_after_s: float = 30.0  # a server taken out (connection failures) is tried again after this
     # dict sent with each request, e.g. {"structured_outputs": {"regex": ...}}; Any so that a
     # command-line override `endpoint.extra_body={...}` assigns a dict (no `+` needed).
     extra_body: Any = None
@@ -146,6 +157,11 @@ class EndpointConfig:
     chat_template_kwargs: Any = None
 
     def __post_init__(self) -> None:
+        self.urls  # noqa: B018 - validates base_url
+        if int(self.max_concurrency) < 1:
+            raise ValueError(f"endpoint {self.model!r}: max_concurrency must be >= 1, got {self.max_concurrency}")
+        if int(self.max_retries) < 0:
+            raise ValueError(f"endpoint {self.model!r}: max_retries must be >= 0, got {self.max_retries}")
         if self.max_tokens is not None and int(self.max_tokens) < 1:
             raise ValueError(f"endpoint {self.model!r}: max_tokens must be >= 1 or null, got {self.max_tokens}")
         if self.reasoning_effort not in (None, *REASONING_EFFORTS):
@@ -154,6 +170,23 @@ class EndpointConfig:
         if self.chat_template_kwargs is not None and not isinstance(self.chat_template_kwargs, dict):
             raise ValueError(f"endpoint {self.model!r}: chat_template_kwargs must be a mapping, "
                              f"got {type(self.chat_template_kwargs).__name__}")
+
+    @property
+    def urls(self) -> list[str]:
+        """The server URLs (one for a plain endpoint); a clear error for an empty or repeated list.
+
+        >>> EndpointConfig(base_url=["http://a:1/v1", "http://b:2/v1"]).urls
+        ['http://a:1/v1', 'http://b:2/v1']
+        """
+        raw = self.base_url
+        urls = [raw] if isinstance(raw, str) else list(raw) if isinstance(raw, (list, tuple)) else None
+        if not urls or not all(isinstance(u, str) and u.strip() for u in urls):
+            raise ValueError(f"endpoint {self.model!r}: base_url must be a URL or a non-empty list of URLs, "
+                             f"got {raw!r}")
+        urls = [u.strip() for u in urls]
+        if len(set(urls)) != len(urls):
+            raise ValueError(f"endpoint {self.model!r}: base_url lists a server twice: {urls}")
+        return urls
 
     def request_options(self) -> dict[str, Any]:
         """The reasoning options that change samples (for cache keys and run records)."""
@@ -177,81 +210,247 @@ _TOO_LONG_MARKERS = ("maximum context length", "context length", "too long", "ma
                      "longer than the maximum", "exceeds the model")
 
 
+@dataclass
+class Server:
+    """One server of an endpoint: its health (shared by every session of the engine) and its counts."""
+
+    url: str
+    dead_since: float | None = None  # monotonic time it was taken out; None while live
+    last_error: str = ""
+    stats: dict[str, Any] = field(default_factory=lambda: {"requests": 0, "failures": 0, "retries": 0,
+                                                           "taken_out": 0})
+
+
+_WAIT = object()  # no free slot on a usable server yet
+
+
+class Router:
+    """Least-loaded routing over the live servers of one endpoint, ``cap`` requests in flight per server.
+
+    ``acquire(tried)`` returns the live server with the fewest requests in flight among those not
+    in ``tried`` (waiting, first come first served, while they are all full), or ``None`` when no
+    such server is left. ``take_out`` marks a server dead; it becomes usable again after
+    ``revive_after_s`` (and live again on its next success). Pure asyncio, one event loop.
+    """
+
+    def __init__(self, servers: Sequence[Server], cap: int, revive_after_s: float = 30.0):
+        self.servers = list(servers)
+        self.cap = max(1, int(cap))
+        self.revive_after_s = revive_after_s
+        self.in_flight = {s.url: 0 for s in self.servers}  # this router's (session's) requests only
+        self._waiters: collections.deque[tuple[frozenset[str], asyncio.Future]] = collections.deque()
+
+    def usable(self, s: Server, now: float | None = None) -> bool:
+        return s.dead_since is None or (now if now is not None else time.monotonic()) - s.dead_since >= self.revive_after_s
+
+    def live(self) -> list[Server]:
+        now = time.monotonic()
+        return [s for s in self.servers if self.usable(s, now)]
+
+    def _pick(self, tried: frozenset[str], now: float) -> Any:
+        cands = [s for s in self.servers if s.url not in tried and self.usable(s, now)]
+        if not cands:
+            return None
+        free = [s for s in cands if self.in_flight[s.url] < self.cap]
+        if not free:
+            return _WAIT
+        return min(free, key=lambda s: (self.in_flight[s.url], s.stats["requests"]))
+
+    async def acquire(self, tried: Sequence[str] = ()) -> Server | None:
+        tried = frozenset(tried)
+        if not self._waiters:  # nobody queued: take a slot now (else queue behind them, FIFO)
+            got = self._pick(tried, time.monotonic())
+            if got is not _WAIT:
+                if got is not None:
+                    self.in_flight[got.url] += 1
+                return got
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append((tried, fut))
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled() and fut.result() is not None:
+                self.release(fut.result())  # a slot was handed over just as we were cancelled
+            raise
+
+    def release(self, s: Server) -> None:
+        self.in_flight[s.url] -= 1
+        self._dispatch(full=False)
+
+    def take_out(self, s: Server, error: str) -> None:
+        if s.dead_since is None:
+            s.stats["taken_out"] += 1
+        s.dead_since, s.last_error = time.monotonic(), error
+        self._dispatch(full=True)  # waiters whose every candidate is gone get None now
+
+    def mark_ok(self, s: Server) -> None:
+        s.dead_since = None
+
+    def _dispatch(self, full: bool) -> None:
+        now = time.monotonic()
+        kept: collections.deque = collections.deque()
+        while self._waiters:
+            tried, fut = self._waiters.popleft()
+            if fut.done():  # cancelled
+                continue
+            got = self._pick(tried, now)
+            if got is _WAIT:
+                kept.append((tried, fut))
+                if not full and not any(self.in_flight[s.url] < self.cap and self.usable(s, now)
+                                        for s in self.servers):
+                    break  # no free slot anywhere: the rest keep waiting (next release or take-out)
+                continue
+            if got is not None:
+                self.in_flight[got.url] += 1
+            fut.set_result(got)
+        kept.extend(self._waiters)
+        self._waiters = kept
+
+
+class _Pool:
+    """One event loop's clients (one ``AsyncOpenAI`` per server) and router."""
+
+    def __init__(self, router: Router, clients: dict[str, Any]):
+        self.router, self.clients = router, clients
+
+
 class OpenAIEngine:
-    """Async client for an OpenAI-compatible server; ``generate`` wraps ``agenerate``."""
+    """Async client for one or several OpenAI-compatible servers; ``generate`` wraps ``agenerate``.
+
+    Each request goes to the least-loaded live server (at most ``max_concurrency`` in flight per
+    server). Transient errors are retried on the same server by the OpenAI SDK (``max_retries``,
+    jittered exponential backoff, ``Retry-After``). When they persist, the request moves to another
+    server not yet tried: after a connection error the server is also taken out (tried again after
+    ``revive_after_s``); after a timeout, 429 or 5xx it stays in. A 400 (e.g. prompt too long) or
+    other 4xx is not retried. The request is the same on every server (same ``seed``), so a judging
+    pass is the same pass wherever it runs. When no server is left the samples come back as
+    ``request_failed`` with an error naming every server and why it failed.
+
+    ``stats``: ``requests`` (one per request, whatever servers it took), ``retries`` (the SDK's),
+    ``failures`` (requests given up), ``failovers`` (moves to another server), ``too_long``, and
+    ``servers[url]`` with each server's ``requests``, ``failures``, ``retries`` and ``taken_out``.
+    """
 
     def __init__(self, cfg: EndpointConfig):
         self.cfg = cfg
         self.model = cfg.model
-        self.stats = {"requests": 0, "retries": 0, "failures": 0, "too_long": 0}
+        self.servers = [Server(u) for u in cfg.urls]
+        self.stats: dict[str, Any] = {"requests": 0, "retries": 0, "failures": 0, "too_long": 0, "failovers": 0,
+                                      "servers": {s.url: s.stats for s in self.servers}}
 
-    def _client(self):
-        from openai import AsyncOpenAI
+    def _client(self, server: Server):
+        from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
-        return AsyncOpenAI(base_url=self.cfg.base_url, api_key=self.cfg.resolved_api_key(),
-                           timeout=self.cfg.timeout_s, max_retries=0)
+        async def count_retry(request: Any) -> None:  # the SDK numbers its attempts in this header
+            if request.headers.get("x-stainless-retry-count", "0") not in ("", "0"):
+                self.stats["retries"] += 1
+                server.stats["retries"] += 1
 
-    async def _one(self, client, sem: asyncio.Semaphore, req: GenerationRequest,
-                   sampling: SamplingConfig) -> list[Completion]:
-        import openai
+        return AsyncOpenAI(base_url=server.url, api_key=self.cfg.resolved_api_key(), timeout=self.cfg.timeout_s,
+                           max_retries=int(self.cfg.max_retries),
+                           http_client=DefaultAsyncHttpxClient(event_hooks={"request": [count_retry]}))
 
+    @contextlib.asynccontextmanager
+    async def _pool(self):
+        router = Router(self.servers, self.cfg.max_concurrency, self.cfg.revive_after_s)
+        async with contextlib.AsyncExitStack() as stack:
+            clients = {s.url: await stack.enter_async_context(self._client(s)) for s in self.servers}
+            yield _Pool(router, clients)
+
+    def _request_kwargs(self, req: GenerationRequest, sampling: SamplingConfig) -> dict[str, Any]:
         body: dict[str, Any] = dict(self.cfg.extra_body or {})
         if self.cfg.chat_template_kwargs:
             body["chat_template_kwargs"] = {**dict(body.get("chat_template_kwargs") or {}),
                                             **dict(self.cfg.chat_template_kwargs)}
-        kwargs: dict[str, Any] = dict(
-            model=req.model or self.model, messages=req.messages, n=req.n,
-            temperature=sampling.temperature, top_p=sampling.top_p,
-            max_tokens=self.cfg.max_tokens if self.cfg.max_tokens is not None else sampling.max_tokens,
-        )
+        kwargs: dict[str, Any] = {
+            "model": req.model or self.model, "messages": req.messages, "n": req.n,
+            "temperature": sampling.temperature, "top_p": sampling.top_p,
+            "max_tokens": self.cfg.max_tokens if self.cfg.max_tokens is not None else sampling.max_tokens,
+            "extra_body": body or None,
+        }
         if self.cfg.reasoning_effort is not None:
             kwargs["reasoning_effort"] = self.cfg.reasoning_effort
         if req.seed is not None:
             kwargs["seed"] = req.seed
         if sampling.stop:
             kwargs["stop"] = list(sampling.stop)
-        attempt = 0
-        async with sem:
-            while True:
-                t0 = time.monotonic()
-                try:
-                    self.stats["requests"] += 1
-                    resp = await client.chat.completions.create(extra_body=body or None, **kwargs)
-                    dt = time.monotonic() - t0
-                    usage = resp.usage
-                    choices = sorted(resp.choices, key=lambda c: c.index)
-                    out = [Completion(text=c.message.content or "", finish_reason=c.finish_reason,
-                                      latency_s=dt, reasoning=message_reasoning(c.message)) for c in choices]
-                    if usage is not None:
-                        per = (usage.completion_tokens or 0) // max(1, len(out))
-                        for c in out:
-                            c.completion_tokens, c.prompt_tokens = per, usage.prompt_tokens or 0
-                    return out
-                except openai.BadRequestError as e:  # 400: not retried
-                    msg = str(e)
-                    if any(m in msg.lower() for m in _TOO_LONG_MARKERS):
-                        self.stats["too_long"] += 1
-                        return [Completion(status="too_long", error=_short(msg)) for _ in range(req.n)]
-                    self.stats["failures"] += 1
-                    return [Completion(status="request_failed", error=_short(msg)) for _ in range(req.n)]
-                except (openai.APIConnectionError, openai.APITimeoutError, openai.InternalServerError,
-                        openai.RateLimitError) as e:
-                    attempt += 1
-                    if attempt > self.cfg.max_retries:
-                        self.stats["failures"] += 1
-                        log.warning("request %s failed after %d retries: %s", req.key, attempt - 1, _short(str(e)))
-                        return [Completion(status="request_failed", error=_short(str(e))) for _ in range(req.n)]
-                    self.stats["retries"] += 1
-                    await asyncio.sleep(self.cfg.backoff_s * 2 ** (attempt - 1))
-                except openai.APIStatusError as e:  # other 4xx (401, 404): not retried
-                    self.stats["failures"] += 1
-                    return [Completion(status="request_failed", error=_short(str(e))) for _ in range(req.n)]
+        return kwargs
+
+    def _failed(self, req: GenerationRequest, msg: str) -> list[Completion]:
+        self.stats["failures"] += 1
+        return [Completion(status="request_failed", error=_short(msg, 600)) for _ in range(req.n)]
+
+    def _no_server_left(self, router: Router, errors: list[str]) -> str:
+        """Why a request found no server (left) to run on: every server down, or failed on each tried."""
+        n, retries = len(self.servers), f"after {self.cfg.max_retries} retries each"
+        live = router.live()
+        if not live:
+            what = "the server" if n == 1 else f"all {n} servers"
+            return (f"{what} of endpoint {self.model!r} {'is' if n == 1 else 'are'} down ({retries}): "
+                    + "; ".join(f"{s.url}: {s.last_error}" for s in self.servers))
+        return f"failed on every server tried ({len(live)} of {n} live, {retries}): " + "; ".join(errors)
+
+    async def _one(self, pool: _Pool, req: GenerationRequest, sampling: SamplingConfig) -> list[Completion]:
+        import openai
+
+        kwargs = self._request_kwargs(req, sampling)
+        self.stats["requests"] += 1
+        tried: list[str] = []
+        errors: list[str] = []
+        while True:
+            server = await pool.router.acquire(tried)
+            if server is None:
+                msg = self._no_server_left(pool.router, errors)
+                log.warning("request %s failed: %s", req.key, _short(msg))
+                return self._failed(req, msg)
+            if tried:
+                self.stats["failovers"] += 1
+            tried.append(server.url)
+            server.stats["requests"] += 1
+            t0 = time.monotonic()
+            try:
+                resp = await pool.clients[server.url].chat.completions.create(**kwargs)
+            except openai.BadRequestError as e:  # 400: the same on every server, not retried
+                msg = str(e)
+                if any(m in msg.lower() for m in _TOO_LONG_MARKERS):
+                    self.stats["too_long"] += 1
+                    return [Completion(status="too_long", error=_short(msg)) for _ in range(req.n)]
+                server.stats["failures"] += 1
+                return self._failed(req, msg)
+            except (openai.APIConnectionError, openai.InternalServerError, openai.RateLimitError) as e:
+                # the SDK's retries are spent on this server: move the request to another one
+                server.stats["failures"] += 1
+                err = f"{type(e).__name__}: {_short(str(e), 200)}"
+                errors.append(f"{server.url}: {err}")
+                if isinstance(e, openai.APIConnectionError) and not isinstance(e, openai.APITimeoutError):
+                    pool.router.take_out(server, err)
+                    n_live = len(pool.router.live())
+                    log.warning("server %s taken out (%s); %d of %d live", server.url, err, n_live, len(self.servers))
+                    if n_live == 0 and len(self.servers) > 1:
+                        log.error("all %d servers of endpoint %r are down; the remaining requests fail "
+                                  "(re-run to resume)", len(self.servers), self.model)
+                continue
+            except openai.APIStatusError as e:  # other 4xx (401, 404): not retried
+                server.stats["failures"] += 1
+                return self._failed(req, str(e))
+            finally:
+                pool.router.release(server)
+            pool.router.mark_ok(server)
+            dt = time.monotonic() - t0
+            usage = resp.usage
+            choices = sorted(resp.choices, key=lambda c: c.index)
+            out = [Completion(text=c.message.content or "", finish_reason=c.finish_reason,
+                              latency_s=dt, reasoning=message_reasoning(c.message)) for c in choices]
+            if usage is not None:
+                per = (usage.completion_tokens or 0) // max(1, len(out))
+                for c in out:
+                    c.completion_tokens, c.prompt_tokens = per, usage.prompt_tokens or 0
+            return out
 
     async def agenerate(self, requests: Sequence[GenerationRequest], sampling: SamplingConfig,
                         progress: bool = False) -> list[list[Completion]]:
-        sem = asyncio.Semaphore(self.cfg.max_concurrency)
-        async with self._client() as client:
-            tasks = [asyncio.ensure_future(self._one(client, sem, r, sampling)) for r in requests]
+        async with self._pool() as pool:
+            tasks = [asyncio.ensure_future(self._one(pool, r, sampling)) for r in requests]
             if progress:
                 from tqdm.auto import tqdm
 
@@ -270,16 +469,15 @@ class OpenAIEngine:
 
     @contextlib.asynccontextmanager
     async def session(self, sampling: SamplingConfig):
-        """One client and one concurrency bound for callers that submit requests one at a time.
+        """One set of clients and one router for callers that submit requests one at a time.
 
         ``async with engine.session(sampling) as submit: completions = await submit(request)``
         (used by ``verifier.judging`` so that each trajectory's waves run as soon as the
         previous wave returns, and each judgment is persisted as it completes).
         """
-        sem = asyncio.Semaphore(self.cfg.max_concurrency)
-        async with self._client() as client:
+        async with self._pool() as pool:
             async def submit(req: GenerationRequest) -> list[Completion]:
-                return await self._one(client, sem, req, sampling)
+                return await self._one(pool, req, sampling)
 
             yield submit
 
