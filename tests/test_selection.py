@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from data_pipeline.selection import SelectConfig, SelectJudgeConfig, run, score, select
+from data_pipeline.selection import SelectConfig, run, score, select
+from verifier.judging import JudgeConfig
 from data_pipeline.synthetic import generate_synthetic
 from verifier.io import read_jsonl, write_jsonl
 
@@ -71,7 +72,7 @@ def test_config_mirrors_schema():
     from verifier.config import compose
 
     cfg = compose("select", SelectConfig, ["judge.n=4", "budget=10", "per_problem_cap=2", "outcome=verdict_step"])
-    assert isinstance(cfg, SelectConfig) and isinstance(cfg.judge, SelectJudgeConfig)
+    assert isinstance(cfg, SelectConfig) and isinstance(cfg.judge, JudgeConfig)
     assert (cfg.judge.n, cfg.budget, cfg.per_problem_cap, cfg.outcome, cfg.endpoint.model) == \
         (4, 10, 2, "verdict_step", "artifacts/tiny-model")
 
@@ -113,8 +114,8 @@ def test_engine_path_on_vllm_resume_and_cli(endpoint, tmp_path):
     write_jsonl(tmp_path / "cand.jsonl", trajs)
     ep = dataclasses.replace(endpoint, extra_body={"structured_outputs": {"regex": synthetic_verdict_regex(60)}})
     cfg = SelectConfig(trajectories=str(tmp_path / "cand.jsonl"), out=str(tmp_path / "sel"), endpoint=ep,
-                       judge=SelectJudgeConfig(n=4, max_tokens=64, run_seed=1,
-                                                cache=str(tmp_path / "passes.sqlite")), budget=4, per_problem_cap=1,
+                       judge=JudgeConfig(n=4, max_tokens=64, run_seed=1),
+                       cache=str(tmp_path / "passes.sqlite"), budget=4, per_problem_cap=1,
                        progress=False)
     df = run(cfg)
     judged = read_jsonl(tmp_path / "sel" / "judgments.jsonl")

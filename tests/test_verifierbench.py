@@ -115,7 +115,7 @@ def test_verifierbench_llm_meta_verifier(endpoint, gold, tmp_path):
 def test_verifierbench_resumes_after_kill(endpoint, gold, tmp_path):
     """Kill the command half-way (SIGKILL), re-run it: every id exactly once, same decisions as a clean run."""
     out = tmp_path / "killed"
-    args = _overrides(endpoint, gold, out, "chunk_size=1", "wandb.enabled=false",
+    args = _overrides(endpoint, gold, out, "judge.max_concurrency=1", "wandb.enabled=false",
                       "+verifier.extra_body.structured_outputs.regex='" + synthetic_verdict_regex(60)
                       .replace("\n", "\\n") + "'")
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
