@@ -1,6 +1,8 @@
-"""Batch judging: n verification passes per proof, aggregated (section 4.4), with early stop, cache and resume.
+"""The passes of one proof: n verification passes, aggregated (section 4.4), with early stop and a pass cache.
 
-Public API (used by eval, data pipeline, other judges and training)::
+``JudgeConfig`` is THE judge config (Hydra group ``configs/judge/default.yaml``) of every command
+that judges; ``judge_item`` runs one item's passes; the loop over records, the JSONL output and
+resume live in ``verifier.runner`` (the one judging runner). In-memory use::
 
     from verifier.judging import JudgeConfig, judge_trajectories, judgment_to_row, row_to_judgment
     judgments = judge_trajectories(trajs, engine, JudgeConfig(n=8, policy="pessimistic"))
@@ -38,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from verifier.aggregate import Aggregate, AggregationPolicy, aggregate, decided
-from verifier.engine import Completion, Engine, GenerationRequest, SamplingConfig, base_seed, run_sync
+from verifier.engine import Completion, Engine, GenerationRequest, SamplingConfig, base_seed
 from verifier.parser import parse_completion, parse_verification
 from verifier.records import NO_STEP, ParseStatus, ProofTrajectory, Verdict, VerificationOutput
 from verifier.templates import as_messages, verification_prompt
@@ -460,22 +462,6 @@ async def judge_item(item: Item, submit: Submit, cfg: JudgeConfig, policy: Aggre
     )
 
 
-async def ajudge_trajectories(
-    trajs: Sequence[ProofTrajectory],
-    engine: Engine,
-    cfg: JudgeConfig | None = None,
-    cache: PassCache | None = None,
-    on_judgment: Callable[[Judgment], None] | None = None,
-    progress: bool = False,
-) -> list[Judgment]:
-    """Judge every trajectory in memory (async): ``verifier.runner.ajudge`` without an output file."""
-    from verifier.runner import ajudge
-
-    res = await ajudge(trajs, engine, cfg if cfg is not None else JudgeConfig(), None, cache=cache,
-                       on_judgment=on_judgment, progress=progress)
-    return res.judgments  # type: ignore[return-value]
-
-
 def judge_trajectories(
     trajs: Sequence[ProofTrajectory],
     engine: Engine,
@@ -491,4 +477,8 @@ def judge_trajectories(
     starts when its previous wave returns; batch engines such as ``VLLMOfflineEngine``: the
     requests ready at the same time form one batch). Check ``Judgment.complete`` before persisting.
     """
-    return run_sync(ajudge_trajectories(trajs, engine, cfg, cache, on_judgment, progress))
+    from verifier.runner import judge
+
+    res = judge(trajs, engine, cfg if cfg is not None else JudgeConfig(), None, cache=cache,
+                on_judgment=on_judgment, progress=progress)
+    return res.judgments  # type: ignore[return-value]
