@@ -169,10 +169,12 @@ async def ajudge(
         bar = tqdm(total=len(records), initial=len(rows), desc=desc or f"judge n={cfg.n} {cfg.policy}", unit="proof")
     app = JsonlAppender(path) if path is not None else None
     gate = asyncio.Semaphore(max(1, cfg.max_concurrency))
+    post_gate = asyncio.Semaphore(max(1, cfg.max_concurrency))  # post-steps in flight (e.g. meta-verifier calls)
 
     async def finish(rec: Any, row: Row) -> None:
         if post is not None:
-            row.update(await _maybe_await(post(rec, row)))
+            async with post_gate:
+                row.update(await _maybe_await(post(rec, row)))
             if post_ok is not None and not post_ok(row):
                 c["post_failed"] += 1
         if app is not None:
