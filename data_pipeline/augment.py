@@ -7,8 +7,8 @@ For each invalid annotated trajectory with expert correction suggestions, the ge
 (a configured model, or with ``own_model=true`` the proof's own ``generator`` mapped through
 ``model_map`` to a served model) is prompted with ``verifier.templates.repair_prompt``; the
 answer is split into steps with ``split_proof_steps``; each repair is verified by every
-verifier endpoint with ``verify.n`` passes under the pessimistic policy (``verifier.judging``,
-``verifier.aggregate``): accepted only if every verifier accepts in every pass. Accepted
+verifier endpoint with ``verify.n`` passes under the pessimistic policy (the one runner
+``verifier.runner.judge`` with the one judge config ``verify``, ``verifier.aggregate``): accepted only if every verifier accepts in every pass. Accepted
 repairs become positive samples (``positives.jsonl``: same problem id, annotation with no
 fatal error, provenance in ``meta.augmentation``: parent id, repair model, verifier votes);
 rejected repairs and their reasons go to ``rejected.jsonl``; trajectories that are not
@@ -28,20 +28,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
+from verifier.judging import JudgeConfig, Judgment
 from verifier.records import NO_STEP, Annotation, ProofTrajectory
 from verifier.templates import as_messages, repair_prompt, split_proof_steps
-
-
-@dataclass
-class VerifyConfig:
-    """Pessimistic verification of each repair on every verifier endpoint."""
-
-    n: int = 8  # passes per verifier (section 4.4 pessimism: all must accept)
-    early_stop: bool = True  # stop at the first rejecting pass (same decision, fewer passes)
-    temperature: float = 1.0
-    max_tokens: int = 1024
-    with_reference: bool = True
-    run_seed: int = 0
 
 
 @dataclass
@@ -60,7 +49,8 @@ class AugmentConfig:
     max_tokens: int = 2048
     min_steps: int = 1  # a repair with fewer steps is rejected
     verifiers: list[EndpointConfig] = field(default_factory=lambda: [EndpointConfig()])
-    verify: VerifyConfig = field(default_factory=VerifyConfig)
+    # the one judge config (configs/judge/default.yaml); pessimistic, early stop at the first rejecting pass
+    verify: JudgeConfig = field(default_factory=lambda: JudgeConfig(early_stop=True))
     batch_size: int = 32  # trajectories per persisted batch
     limit: int | None = None  # at most this many candidates (smoke runs)
     run_seed: int = 0
@@ -131,26 +121,32 @@ def _done_keys(*paths: Path) -> set[tuple[str, int]]:
     return done
 
 
+def vote(verifier: str, j: Judgment) -> dict[str, Any]:
+    """One verifier's decision on one repair (the row the runner returns for it)."""
+    a = j.aggregate
+    return {"id": j.id, "verifier": verifier, "status": j.status, "verdict": a.verdict.value, "accepted": a.accepts,
+            "n_passes": a.n_passes, "n_accept": a.n_accept, "n_reject": a.n_reject, "n_unparseable": a.n_unparseable,
+            "first_error_step": a.first_error_step,
+            "pass_verdicts": [p.verdict.value if p.verdict else p.status.value for p in j.passes]}
+
+
 def _verify(repairs: list[ProofTrajectory], cfg: AugmentConfig) -> list[list[dict[str, Any]]]:
-    """Votes of every verifier on every repair (one judging run per verifier)."""
-    from verifier.judging import JudgeConfig, judge_trajectories
+    """Votes of every verifier on every repair: the one runner once per verifier (seeds differ by verifier).
+
+    A repair whose requests failed gets a ``request_failed`` vote (not a decision: retried next run).
+    """
+    import dataclasses
+
+    from verifier.runner import judge
 
     votes: list[list[dict[str, Any]]] = [[] for _ in repairs]
     if not repairs:
         return votes
     for k, ep in enumerate(cfg.verifiers):
-        jc = JudgeConfig(n=cfg.verify.n, policy="pessimistic", early_stop=cfg.verify.early_stop,
-                         run_seed=cfg.verify.run_seed + 1000 * k, with_reference=cfg.verify.with_reference,
-                         temperature=cfg.verify.temperature, max_tokens=cfg.verify.max_tokens)
-        js = judge_trajectories(repairs, OpenAIEngine(ep), jc)
-        for i, j in enumerate(js):
-            a = j.aggregate
-            votes[i].append({
-                "verifier": ep.model, "status": j.status, "verdict": a.verdict.value, "accepted": a.accepts,
-                "n_passes": a.n_passes, "n_accept": a.n_accept, "n_reject": a.n_reject,
-                "n_unparseable": a.n_unparseable, "first_error_step": a.first_error_step,
-                "pass_verdicts": [p.verdict.value if p.verdict else p.status.value for p in j.passes],
-            })
+        jc = dataclasses.replace(cfg.verify, run_seed=cfg.verify.run_seed + 1000 * k)
+        res = judge(repairs, OpenAIEngine(ep), jc, None, to_row=lambda j, m=ep.model: vote(m, j))
+        for i, (r, j) in enumerate(zip(repairs, res.judgments)):
+            votes[i].append(res.rows[r.id] if r.id in res.rows else vote(ep.model, j))
     return votes
 
 
@@ -167,6 +163,9 @@ def run(cfg: AugmentConfig) -> dict[str, Any]:
         raise ValueError("augment config, field 'verifiers': at least one verifier endpoint is required")
     if cfg.attempts < 1 or cfg.batch_size < 1 or cfg.verify.n < 1:
         raise ValueError("augment config: attempts, batch_size and verify.n must be >= 1")
+    if cfg.verify.policy != "pessimistic":
+        raise ValueError(f"augment config, field 'verify.policy': section 4.2 keeps a repair only if every pass "
+                         f"accepts (pessimistic), got {cfg.verify.policy!r}")
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     trajs = load_ingested(cfg.input)

@@ -4,7 +4,11 @@
 budget=K per_problem_cap=C``
 
 Each trajectory is verified n times (an existing judgments JSONL written by ``eval.judge``,
-or n passes on an engine via ``verifier.judging``); verifier uncertainty is the entropy
+or n passes on an engine via the one runner ``verifier.runner.judge`` with the one judge config
+``judge``: its template and ``with_reference`` make the prompt, recorded per row and in
+``selection_summary.json`` under ``judge``). All n passes are needed: ``judge.early_stop=true``
+and early-stopped rows in a judgments file are refused with an error (an early-stopped
+judgment would look certain after one pass). Verifier uncertainty is the entropy
 (bits) of the repeated outcomes — the verdict (``valid``/``invalid``/``unparseable``), or with
 ``outcome=verdict_step`` the verdict together with the first error step. Then:
 
@@ -32,26 +36,13 @@ import numpy as np
 import pandas as pd
 
 from verifier.engine import EndpointConfig
+from verifier.judging import JudgeConfig
 from verifier.records import NO_STEP, ProofTrajectory
 
 VALID, UNPARSEABLE, INVALID = 0, 1, 2  # outcome codes; invalid with step s -> INVALID + 1 + s (verdict_step)
 MAX_STEP_CODE = 61  # steps >= this share one outcome code
 N_OUTCOMES = INVALID + 2 + MAX_STEP_CODE
 STATUSES = ("selected", "over_budget", "over_problem_cap", "dropped_trivial", "dropped_easy_problem", "no_judgment")
-
-
-@dataclass
-class SelectJudgeConfig:
-    """Passes on an engine when no judgments file is given (subset of ``verifier.judging.JudgeConfig``)."""
-
-    n: int = 8
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 1024
-    run_seed: int = 0
-    with_reference: bool = True
-    model: str | None = None  # e.g. a LoRA adapter name on the server
-    cache: str | None = None  # SQLite pass cache (verifier.judging.PassCache): no pass generated twice
 
 
 @dataclass
@@ -62,7 +53,8 @@ class SelectConfig:
     judgments: str | None = None  # eval.judge JSONL; when null, judge with ``endpoint``
     out: str | None = None
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
-    judge: SelectJudgeConfig = field(default_factory=SelectJudgeConfig)
+    judge: JudgeConfig = field(default_factory=JudgeConfig)  # the one judge config; early_stop must be false
+    cache: str | None = None  # SQLite pass cache of the engine path (verifier.judging.PassCache)
     outcome: str = "verdict"  # verdict | verdict_step
     unparseable: str = "category"  # category (its own outcome) | reject (counts as invalid) | ignore (left out)
     easy_accept_fraction: float = 1.0  # problem dropped if every trajectory accepts at least this often
@@ -210,42 +202,65 @@ def verdict_rows(judgments: Iterable[dict[str, Any]], index: dict[str, int]) -> 
                          "step": np.asarray(s, np.int64)})
 
 
+def check_judge(cfg: SelectConfig) -> None:
+    """Selection needs all n passes: an early-stopped judgment is no 1-pass certainty (refused, not scored)."""
+    if cfg.judge.early_stop:
+        raise ValueError("select config, field 'judge.early_stop': selection scores the entropy of all judge.n "
+                         "passes; an early-stopped judgment would look certain after one pass. "
+                         "Set judge.early_stop=false")
+
+
+def check_rows(rows: Sequence[dict[str, Any]], trajs: Sequence[ProofTrajectory], cfg: SelectConfig) -> dict[str, Any]:
+    """Refuse judgments selection cannot score honestly; returns the prompt they were judged with.
+
+    * ``early_stopped`` rows (fewer than n passes because the decision was fixed) are an error;
+    * a row's recorded prompt (``template``, ``with_reference``) must be the configured verifier's
+      (``judge.template``; the reference solution in the prompt iff ``judge.with_reference`` and the
+      trajectory has one). Rows written before the prompt was recorded are counted as ``unrecorded``.
+    """
+    by_id = {t.id: t for t in trajs}
+    unrecorded = 0
+    for row in rows:
+        rid = str(row.get("id"))
+        if row.get("early_stopped"):
+            raise ValueError(f"record {rid!r}, field 'early_stopped': an early-stopped judgment has fewer than n "
+                             "passes and cannot be scored as uncertainty; re-judge with judge.early_stop=false")
+        if "template" not in row:
+            unrecorded += 1
+            continue
+        if row["template"] != cfg.judge.template:
+            raise ValueError(f"record {rid!r}, field 'template': judged with {row['template']!r}, but the verifier "
+                             f"is configured with judge.template={cfg.judge.template!r}")
+        t = by_id.get(rid)
+        want = bool(cfg.judge.with_reference and t is not None and t.reference_solution)
+        if bool(row.get("with_reference")) != want:
+            raise ValueError(f"record {rid!r}, field 'with_reference': judged {'with' if row.get('with_reference') else 'without'}"
+                             f" the reference solution, but judge.with_reference={cfg.judge.with_reference}")
+    return {"template": cfg.judge.template, "with_reference": cfg.judge.with_reference,
+            "prompts_with_reference": sum(bool(r.get("with_reference")) for r in rows),
+            "prompt_unrecorded": unrecorded, "n": cfg.judge.n, "early_stop": False}
+
+
 def judge_rows(trajs: Sequence[ProofTrajectory], cfg: SelectConfig, out: Path) -> list[dict[str, Any]]:
-    """n passes per trajectory on the engine; judgments appended to ``out/judgments.jsonl`` (resumable)."""
+    """n passes per trajectory on the engine with the one runner: ``out/judgments.jsonl`` (resumable)."""
     from verifier.engine import OpenAIEngine
-    from verifier.io import JsonlAppender, read_jsonl, truncate_partial_last_line
+    from verifier.judging import PassCache
+    from verifier.runner import judge
 
+    check_judge(cfg)
     path = out / "judgments.jsonl"
-    done: dict[str, dict[str, Any]] = {}
-    if path.exists():
-        truncate_partial_last_line(path)  # drop a half-written last line left by a crash
-        done = {str(r["id"]): r for r in read_jsonl(path)}
-    todo = [t for t in trajs if t.id not in done]
-    from verifier.judging import JudgeConfig, PassCache, judge_trajectories, judgment_to_row
-
-    jc = JudgeConfig(n=cfg.judge.n, policy="pessimistic", early_stop=False, run_seed=cfg.judge.run_seed,
-                     with_reference=cfg.judge.with_reference, temperature=cfg.judge.temperature,
-                     top_p=cfg.judge.top_p, max_tokens=cfg.judge.max_tokens, model=cfg.judge.model)
-    with JsonlAppender(path) as app:
-
-        def keep(j) -> None:
-            if j.complete:  # a failed request is not persisted; the next run redoes it
-                row = judgment_to_row(j)
-                app.write(row)
-                done[j.id] = row
-
-        cache = PassCache(cfg.judge.cache) if cfg.judge.cache else None
-        try:
-            judge_trajectories(todo, OpenAIEngine(cfg.endpoint), jc, cache=cache, on_judgment=keep,
-                               progress=cfg.progress)
-        finally:
-            if cache is not None:
-                cache.close()
-    missing = [t.id for t in trajs if t.id not in done]
+    cache = PassCache(cfg.cache) if cfg.cache else None
+    try:
+        res = judge(trajs, OpenAIEngine(cfg.endpoint), cfg.judge, path, cache=cache, progress=cfg.progress,
+                    desc=f"select: judge n={cfg.judge.n}")
+    finally:
+        if cache is not None:
+            cache.close()
+    missing = [t.id for t in trajs if t.id not in res.rows]
     if missing:
         raise RuntimeError(f"{len(missing)} trajectories have no complete judgment (requests failed), e.g. "
                            f"{missing[0]!r}; re-run to finish (done ones are kept in {path})")
-    return [done[t.id] for t in trajs]
+    return res.ordered_rows(trajs)
 
 
 def load_candidates(path: str | os.PathLike) -> list[ProofTrajectory]:
@@ -263,7 +278,7 @@ def select(trajs: Sequence[ProofTrajectory], judgments: Iterable[dict[str, Any]]
     return score(verdict_rows(judgments, index), table, cfg)
 
 
-def summary(df: pd.DataFrame, cfg: SelectConfig) -> dict[str, Any]:
+def summary(df: pd.DataFrame, cfg: SelectConfig, judge_info: dict[str, Any] | None = None) -> dict[str, Any]:
     st = df["status"].value_counts()
     prob = df.groupby("problem_id", sort=False)["problem_easy"].first()
     sel = df[df["status"] == "selected"]
@@ -275,6 +290,7 @@ def summary(df: pd.DataFrame, cfg: SelectConfig) -> dict[str, Any]:
         "mean_entropy_all": float(df["entropy"].mean()) if len(df) else 0.0,
         "mean_entropy_selected": float(sel["entropy"].mean()) if len(sel) else 0.0,
         "outcome": cfg.outcome, "unparseable": cfg.unparseable,
+        "judge": judge_info or {},  # the verifier prompt the passes came from (template, reference solution)
     }
 
 
@@ -304,8 +320,10 @@ def run(cfg: SelectConfig) -> pd.DataFrame:
         raise ValueError("select config: trajectories=PATH and out=DIR are required")
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
+    check_judge(cfg)
     trajs = load_candidates(cfg.trajectories)
     rows = read_jsonl(cfg.judgments) if cfg.judgments else judge_rows(trajs, cfg, out)
+    judge_info = {"source": cfg.judgments or str(out / "judgments.jsonl"), **check_rows(rows, trajs, cfg)}
     df = select(trajs, rows, cfg)
     df.to_parquet(out / "scores.parquet", index=False)
     by_id = {t.id: t for t in trajs}
@@ -317,7 +335,7 @@ def run(cfg: SelectConfig) -> pd.DataFrame:
                                         "n_passes": int(r.n_passes), "rank": int(r.rank)}}
         queue.append({**t.to_dict(), "meta": meta})
     write_jsonl(out / "annotation_queue.jsonl", queue)
-    s = summary(df, cfg)
+    s = summary(df, cfg, judge_info)
     (out / "selection_summary.json").write_text(json.dumps(s, indent=1) + "\n", encoding="utf-8")
     if cfg.plot:
         plot_entropy(df, out / "entropy.png")

@@ -31,11 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eval.judges.core import Judge, JudgeConfig, PolicyConfig
+from eval.judges.core import Judge, PolicyConfig
 from verifier.aggregate import aggregate
 from verifier.config import hydra_main
 from verifier.engine import EndpointConfig
 from verifier.io import read_jsonl, write_jsonl
+from verifier.judging import JudgeConfig
 from verifier.parser import RELATIONS, parse_bound_answer, parse_relation_answer
 from verifier.records import RecordError
 

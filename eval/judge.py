@@ -6,7 +6,7 @@ endpoint.model=NAME judge.n=8 judge.policy=pessimistic judge.early_stop=false``
 * ``input``: our trajectory JSONL, a ProcessBench split (``.json``) or the OPC parquet
   (``data_pipeline.importers.load_any``); ``on_error=skip`` skips bad JSONL records (counted, reported).
 * ``output``: JSONL, one line per trajectory (``verifier.judging.judgment_to_row``), appended and
-  fsynced as each judgment completes. Re-running the same command resumes: ids already in the
+  fsynced as each judgment completes (``verifier.runner.judge``, the one judging runner). Re-running the same command resumes: ids already in the
   output are skipped, passes already generated come from the pass cache (``cache``, default
   ``<output>.cache.sqlite``), so nothing is judged twice and no line is duplicated.
 * Judgments whose requests failed (server down after retries) are not written; the command
@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from verifier.engine import EndpointConfig, OpenAIEngine
-from verifier.io import JsonlAppender, iter_jsonl
-from verifier.judging import JudgeConfig, Judgment, PassCache, judge_trajectories, judgment_to_row
-from verifier.records import RecordError
+from verifier.judging import JudgeConfig, Judgment, PassCache
+from verifier.runner import done_ids, judge
 
 log = logging.getLogger("eval.judge")
 
@@ -46,20 +45,8 @@ class JudgeAppConfig:
     progress: bool = True
 
 
-def done_ids(path: Path) -> set[str]:
-    """Ids already judged in an output file (a half-written last line is ignored; the appender drops it)."""
-    ids: set[str] = set()
-    if not path.exists():
-        return ids
-    for n, obj in iter_jsonl(path):
-        if isinstance(obj, RecordError) or not isinstance(obj, dict) or "id" not in obj:
-            continue  # only a torn last line can be bad; JsonlAppender truncates it
-        ids.add(str(obj["id"]))
-    return ids
-
-
 def run(cfg: JudgeAppConfig) -> dict[str, Any]:
-    """Judge ``cfg.input`` into ``cfg.output``; returns the summary (also printed)."""
+    """Judge ``cfg.input`` into ``cfg.output`` (``verifier.runner.judge``); returns the summary (also printed)."""
     from data_pipeline.importers import load_any
 
     if cfg.input in ("???", "") or cfg.output in ("???", ""):
@@ -70,48 +57,42 @@ def run(cfg: JudgeAppConfig) -> dict[str, Any]:
         log.warning("skipped input record: %s", e)
     trajs = loaded.records[: cfg.limit] if cfg.limit is not None else loaded.records
     out = Path(cfg.output)
-    appender = JsonlAppender(out)  # truncates a torn last line before we read the ids
+    cache = None
+    if (cfg.cache or "").lower() != "none":
+        cache = PassCache(cfg.cache or str(out) + ".cache.sqlite")
+    already = done_ids(out) & {t.id for t in trajs}
+    print(f"judge: {len(trajs)} proofs from {cfg.input} (skipped {loaded.skipped} bad records), "
+          f"{len(already)} already in {out}, {len(trajs) - len(already)} to judge "
+          f"(model {cfg.judge.model or cfg.endpoint.model}, n={cfg.judge.n}, {cfg.judge.policy}, "
+          f"early_stop={cfg.judge.early_stop})", flush=True)
+    warned = [0]
+
+    def warn_failed(j: Judgment) -> None:
+        if not j.complete and warned[0] < 3:
+            warned[0] += 1
+            log.warning("proof %s not judged: %s", j.id, j.passes[-1].detail if j.passes else "no passes")
+
     try:
-        already = done_ids(out)
-        todo = [t for t in trajs if t.id not in already]
-        cache = None
-        if (cfg.cache or "").lower() != "none":
-            cache = PassCache(cfg.cache or str(out) + ".cache.sqlite")
-        engine = OpenAIEngine(cfg.endpoint)
-        counts = {"written": 0, "failed": 0, "too_long": 0, "generated_passes": 0, "cached_passes": 0, "tokens": 0,
-                  "truncated_passes": 0, "unclosed_thinking_passes": 0}  # budget hit / ended inside <think>
-
-        def persist(j: Judgment) -> None:
-            if not j.complete:
-                counts["failed"] += 1
-                if counts["failed"] <= 3:
-                    log.warning("proof %s not judged: %s", j.id, j.passes[-1].detail if j.passes else "no passes")
-                return
-            appender.write(judgment_to_row(j))
-            counts["written"] += 1
-            counts["too_long"] += j.status == "too_long"
-            counts["truncated_passes"] += sum(p.status.value == "truncated" for p in j.passes)
-            counts["unclosed_thinking_passes"] += sum(p.status.value == "unclosed_thinking" for p in j.passes)
-            counts["cached_passes"] += j.cached_passes
-            counts["generated_passes"] += len(j.passes) - j.cached_passes
-            counts["tokens"] += j.tokens
-
-        print(f"judge: {len(trajs)} proofs from {cfg.input} (skipped {loaded.skipped} bad records), "
-              f"{len(already & {t.id for t in trajs})} already in {out}, {len(todo)} to judge "
-              f"(model {cfg.judge.model or cfg.endpoint.model}, n={cfg.judge.n}, {cfg.judge.policy}, "
-              f"early_stop={cfg.judge.early_stop})", flush=True)
-        judge_trajectories(todo, engine, cfg.judge, cache=cache, on_judgment=persist, progress=cfg.progress)
+        res = judge(trajs, OpenAIEngine(cfg.endpoint), cfg.judge, out, cache=cache, on_judgment=warn_failed,
+                    progress=cfg.progress)
+    finally:
         if cache is not None:
             cache.close()
-    finally:
-        appender.close()
-    summary = {"input": len(trajs), "skipped_input": loaded.skipped, "resumed": len(todo) < len(trajs),
-               "already_done": len(trajs) - len(todo), **counts, "seconds": round(time.monotonic() - t0, 2)}
-    print("judge summary: " + " ".join(f"{k}={v}" for k, v in summary.items()), flush=True)
-    if counts["failed"]:
-        print(f"judge: {counts['failed']} proofs not judged (request failures, see log); "
+    s = res.summary
+    summary = {"input": len(trajs), "skipped_input": loaded.skipped, "resumed": s["already_done"] > 0,
+               "already_done": s["already_done"], **{k: s[k] for k in (
+                   "written", "failed", "too_long", "early_stopped", "generated_passes", "cached_passes", "tokens",
+                   "truncated_passes", "unclosed_thinking_passes")},
+               "status": s["status"], "pass_status": s["pass_status"], "seconds": round(time.monotonic() - t0, 2)}
+    print("judge summary: " + " ".join(f"{k}={_fmt(v)}" for k, v in summary.items()), flush=True)
+    if s["failed"]:
+        print(f"judge: {s['failed']} proofs not judged (request failures, see log); "
               "re-run the same command to resume", file=sys.stderr, flush=True)
     return summary
+
+
+def _fmt(v: Any) -> str:
+    return ",".join(f"{k}:{n}" for k, n in v.items()) if isinstance(v, dict) else str(v)
 
 
 def main() -> None:

@@ -27,11 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eval.judges.core import Judge, JudgeConfig
+from eval.judges.core import Judge
 from eval.stats import BootstrapSpec, flip_rate, pass_noise, sign_test, two_level_bootstrap_ci
 from verifier.config import hydra_main
 from verifier.engine import EndpointConfig
 from verifier.io import read_jsonl, write_jsonl
+from verifier.judging import JudgeConfig
 from verifier.parser import _clean_key
 from verifier.records import RecordError
 

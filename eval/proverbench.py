@@ -28,10 +28,11 @@ from typing import Any, Sequence
 
 from data_pipeline.importers import ProofProblem, load_proofbench_problems
 from eval.score import WandbConfig
-from eval.verifierbench import JudgeOptions, done_ids, judge_config
-from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
+from verifier.engine import EndpointConfig, Engine, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
 from verifier.io import JsonlAppender, load_trajectories
+from verifier.judging import JudgeConfig
 from verifier.records import ProofTrajectory
+from verifier.runner import done_ids
 from verifier.templates import as_messages, generation_prompt, split_proof_steps
 
 
@@ -53,11 +54,11 @@ class ProverBenchConfig:
     out: str = "???"
     limit: int | None = None  # first N problems
     proofs_per_problem: int = 1
-    chunk_size: int = 32
+    chunk_size: int = 32  # proofs generated + persisted together
     generator: EndpointConfig = field(default_factory=EndpointConfig)
     generation: GenerationOptions = field(default_factory=GenerationOptions)
     verifier: EndpointConfig = field(default_factory=EndpointConfig)
-    judge: JudgeOptions = field(default_factory=lambda: JudgeOptions(with_reference=True))
+    judge: JudgeConfig = field(default_factory=lambda: JudgeConfig(with_reference=True, max_tokens=4096))
     bootstrap_n: int = 1000
     bootstrap_seed: int = 0
     ci_level: float = 0.95
@@ -130,45 +131,30 @@ def generate(problems: Sequence[ProofProblem], cfg: ProverBenchConfig, out: Path
     return counts
 
 
+def verifier_engine(cfg: ProverBenchConfig) -> Engine:
+    """The verifier's engine (the one place it is built)."""
+    return OpenAIEngine(cfg.verifier)
+
+
 def judge(trajs: Sequence[ProofTrajectory], cfg: ProverBenchConfig, out: Path) -> dict[str, int]:
-    """Step 2: append missing judgments to ``out/judgments.jsonl``; returns counts."""
-    from verifier.judging import PassCache, judge_trajectories, judgment_to_row
+    """Step 2 on the one runner (``verifier.runner.judge``): ``out/judgments.jsonl``; returns counts."""
+    from verifier.judging import PassCache
+    from verifier.runner import judge as run_judge
 
-    path = out / "judgments.jsonl"
-    done = done_ids(path)
-    todo = [t for t in trajs if t.id not in done]
-    counts = {"judgments_already_done": len(trajs) - len(todo), "judged": 0, "judge_incomplete": 0}
-    if not todo:
-        return counts
-    engine = OpenAIEngine(cfg.verifier)
-    jcfg = judge_config(cfg.judge)
+    def columns(t: ProofTrajectory) -> dict[str, Any]:
+        return {"problem_id": t.problem_id, "split": t.split, "subject": t.subject,
+                "with_reference": bool(cfg.judge.with_reference and t.reference_solution)}
+
     cache = PassCache(out / "pass_cache.sqlite") if cfg.cache else None
-    bar = None
-    if cfg.progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(todo), desc=f"judge n={jcfg.n} {jcfg.policy}", unit="proof")
     try:
-        with JsonlAppender(path) as app:
-            for start in range(0, len(todo), max(1, cfg.chunk_size)):
-                chunk = todo[start:start + cfg.chunk_size]
-                for t, j in zip(chunk, judge_trajectories(chunk, engine, jcfg, cache=cache)):
-                    if not j.complete:
-                        counts["judge_incomplete"] += 1
-                        continue
-                    row = judgment_to_row(j)
-                    row.update({"problem_id": t.problem_id, "split": t.split, "subject": t.subject,
-                                "with_reference": bool(cfg.judge.with_reference and t.reference_solution)})
-                    app.write(row)
-                    counts["judged"] += 1
-                if bar is not None:
-                    bar.update(len(chunk))
+        res = run_judge(trajs, verifier_engine(cfg), cfg.judge, out / "judgments.jsonl", columns=columns, cache=cache,
+                        progress=cfg.progress)
     finally:
-        if bar is not None:
-            bar.close()
         if cache is not None:
             cache.close()
-    return counts
+    s = res.summary
+    return {"judgments_already_done": s["already_done"], "judged": s["judged"], "judge_incomplete": s["failed"],
+            "judge_pass_status": s["pass_status"]}
 
 
 def score(trajs: Sequence[ProofTrajectory], rows: dict[str, dict[str, Any]], cfg: ProverBenchConfig

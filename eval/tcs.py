@@ -26,12 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eval.judges.core import Judge, JudgeConfig, PolicyConfig
+from eval.judges.core import Judge, PolicyConfig
 from eval.stats import auc_mann_whitney
 from verifier.aggregate import aggregate
 from verifier.config import hydra_main
 from verifier.engine import EndpointConfig
 from verifier.io import read_jsonl, write_jsonl
+from verifier.judging import JudgeConfig
 from verifier.records import RecordError
 
 
@@ -44,9 +45,9 @@ class TCSConfig:
     on_error: str = "raise"  # raise | skip
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
     generator_a: JudgeConfig = field(default_factory=lambda: JudgeConfig(template="tcs_prove", parser="none",
-                                                                         max_tokens=8192))
+                                                                         n=1, max_tokens=8192))
     generator_b: JudgeConfig = field(default_factory=lambda: JudgeConfig(template="tcs_prove", parser="none",
-                                                                         max_tokens=8192))
+                                                                         n=1, max_tokens=8192))
     name_a: str = "A"
     name_b: str = "B"
     verifier: JudgeConfig = field(default_factory=lambda: JudgeConfig(template="tcs_verify", parser="critique", n=4))

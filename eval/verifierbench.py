@@ -10,8 +10,10 @@
    rejecting pass whose first error step became the aggregated step, for an acceptance the
    first accepting pass (``meta_pass`` in the row). A failed grade is null and counted.
 3. ``DIR/judgments.jsonl`` (one row per trajectory, the ``eval.judge`` format plus
-   ``meta_grade``) is written as each chunk completes: a killed run resumes where it
-   stopped (finished ids are skipped; passes come back from ``DIR/pass_cache.sqlite``).
+   ``meta_grade``) is written by the one runner (``verifier.runner.judge``, post-step = the
+   meta grade) as each judgment completes: a killed run resumes where it stopped (finished
+   ids are skipped; passes come back from ``DIR/pass_cache.sqlite``) and re-grades the rows
+   whose meta grade is null; ``run.meta_failed`` in ``metrics.json`` counts grades still null.
 4. ``eval.score`` on that file: ``DIR/metrics.json``, ``DIR/report.md``, plots, W&B.
 """
 
@@ -25,8 +27,8 @@ from typing import Any, Sequence
 
 from eval.metrics import ScoreOptions
 from eval.score import WandbConfig
-from verifier.engine import EndpointConfig, OpenAIEngine, SamplingConfig
-from verifier.io import JsonlAppender, iter_jsonl
+from verifier.engine import EndpointConfig, Engine, OpenAIEngine, SamplingConfig
+from verifier.judging import JudgeConfig
 from verifier.records import (
     NO_STEP,
     MetaVerification,
@@ -52,35 +54,14 @@ class MetaConfig:
 
 
 @dataclass
-class JudgeOptions:
-    """Mirrors ``verifier.judging.JudgeConfig`` (see there)."""
-
-    n: int = 8
-    policy: str = "pessimistic"
-    k: int | None = None
-    unparseable: str = "reject"
-    early_stop: bool = False  # keep all n passes: the k-curve and flip rate need them
-    waves: list[int] = field(default_factory=lambda: [1, 1, 2, 4])
-    run_seed: int = 0
-    with_reference: bool = False  # VerifierBench: no reference solution (appendix B.2)
-    template: str = "verify"
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 4096
-    max_concurrency: int = 256
-    model: str | None = None
-
-
-@dataclass
 class VerifierBenchConfig:
     """``python -m eval.verifierbench`` (mirrored by ``configs/verifierbench.yaml``)."""
 
     data: str = "???"  # gold: our JSONL, ProcessBench .json or OPC .parquet
     out: str = "???"
     limit: int | None = None  # first N records (smoke runs)
-    chunk_size: int = 64  # trajectories judged + graded + persisted together
     verifier: EndpointConfig = field(default_factory=EndpointConfig)
-    judge: JudgeOptions = field(default_factory=JudgeOptions)
+    judge: JudgeConfig = field(default_factory=lambda: JudgeConfig(with_reference=False, max_tokens=4096))
     meta: MetaConfig = field(default_factory=MetaConfig)
     meta_threshold: str = "BASIC_MATCH"
     bootstrap_n: int = 1000
@@ -92,12 +73,6 @@ class VerifierBenchConfig:
     title: str | None = None
     browser_index: str | None = None
     wandb: WandbConfig = field(default_factory=WandbConfig)
-
-
-def judge_config(opts: JudgeOptions):
-    from verifier.judging import JudgeConfig
-
-    return JudgeConfig(**asdict(opts))
 
 
 def make_meta_verifier(cfg: MetaConfig):
@@ -133,66 +108,59 @@ def representative_pass(passes: Sequence[VerificationOutput], verdict: Verdict, 
     return 0
 
 
-def done_ids(path: Path) -> set[str]:
-    """Ids already written to a resumable output (a half-written last line is ignored)."""
-    if not path.exists():
-        return set()
-    out = set()
-    for _, obj in iter_jsonl(path):
-        if isinstance(obj, dict) and "id" in obj:
-            out.add(str(obj["id"]))
-    return out
-
-
 def meta_fields(m: MetaVerification, index: int) -> dict[str, Any]:
     return {"meta_grade": None if m.grade is None else m.grade.value, "meta_pass": index,
             "meta_status": m.status.value, "meta_rationale": m.rationale, "meta_detail": m.detail}
 
 
-def judge_and_grade(records: Sequence[ProofTrajectory], cfg: VerifierBenchConfig, out: Path) -> dict[str, int]:
-    """Steps 1-3: append one row per finished trajectory to ``out/judgments.jsonl``; returns counts."""
-    from verifier.judging import PassCache, judge_trajectories, judgment_to_row
+def verifier_engine(cfg: VerifierBenchConfig) -> Engine:
+    """The verifier's engine (the one place it is built)."""
+    return OpenAIEngine(cfg.verifier)
 
-    path = out / "judgments.jsonl"
-    done = done_ids(path)
-    todo = [r for r in records if r.id not in done]
-    counts = {"already_done": len(records) - len(todo), "judged": 0, "incomplete": 0}
-    if not todo:
-        return counts
-    engine = OpenAIEngine(cfg.verifier)
-    meta = make_meta_verifier(cfg.meta)
-    jcfg = judge_config(cfg.judge)
+
+def meta_post(meta: Any):
+    """The runner's post-step: grade the representative pass of a judgment (null grade = failed, counted)."""
+    from verifier.judging import row_to_judgment
+
+    async def post(t: ProofTrajectory, row: dict[str, Any]) -> dict[str, Any]:
+        j = row_to_judgment(row)
+        i = representative_pass(j.passes, j.verdict, j.first_error_step)
+        out = j.passes[i] if j.passes else VerificationOutput(ParseStatus.REQUEST_FAILED)
+        [g] = await meta.agrade_batch([(t, out)])
+        return meta_fields(g, i)
+
+    return post
+
+
+def graded(row: dict[str, Any]) -> bool:
+    """A row whose meta grade exists; a null grade (failed call, unparseable) is re-graded on resume."""
+    return row.get("meta_grade") is not None
+
+
+def judge_and_grade(records: Sequence[ProofTrajectory], cfg: VerifierBenchConfig, out: Path,
+                    engine: Engine | None = None) -> dict[str, Any]:
+    """Steps 1-3 on the one runner: ``out/judgments.jsonl`` (one row per finished trajectory); returns counts.
+
+    A resumed run skips finished rows and re-grades the rows whose meta grade is null (their passes
+    are kept, nothing is generated again); ``meta_failed`` counts the grades still null after this run.
+    """
+    from verifier.judging import PassCache
+    from verifier.runner import judge
+
     cache = PassCache(out / "pass_cache.sqlite") if cfg.cache else None
-    bar = None
-    if cfg.progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(records), initial=counts["already_done"], desc="verifierbench", unit="proof")
     try:
-        with JsonlAppender(path) as app:
-            for start in range(0, len(todo), max(1, cfg.chunk_size)):
-                chunk = todo[start:start + cfg.chunk_size]
-                judgments = judge_trajectories(chunk, engine, jcfg, cache=cache)
-                ready = [(t, j) for t, j in zip(chunk, judgments) if j.complete]
-                counts["incomplete"] += len(chunk) - len(ready)
-                reps = [representative_pass(j.passes, j.verdict, j.first_error_step) for _, j in ready]
-                pairs = [(t, j.passes[i] if j.passes else VerificationOutput(ParseStatus.REQUEST_FAILED))
-                         for (t, j), i in zip(ready, reps)]
-                grades = meta.grade_batch(pairs)
-                for (t, j), i, g in zip(ready, reps, grades):
-                    row = judgment_to_row(j)
-                    row.update(meta_fields(g, i))
-                    row["problem_id"] = t.problem_id
-                    app.write(row)
-                    counts["judged"] += 1
-                if bar is not None:
-                    bar.update(len(chunk))
+        res = judge(records, engine or verifier_engine(cfg), cfg.judge, out / "judgments.jsonl",
+                    columns=lambda t: {"problem_id": t.problem_id}, post=meta_post(make_meta_verifier(cfg.meta)),
+                    post_ok=graded, cache=cache, progress=cfg.progress, desc="verifierbench")
     finally:
-        if bar is not None:
-            bar.close()
         if cache is not None:
             cache.close()
-    return counts
+    s = res.summary
+    failed = sum(not graded(r) for r in res.rows.values())
+    return {"already_done": s["already_done"], "judged": s["judged"], "incomplete": s["failed"],
+            "meta_regraded": s["post_redone"], "meta_failed": failed, "status": s["status"],
+            "pass_status": s["pass_status"], "generated_passes": s["generated_passes"],
+            "cached_passes": s["cached_passes"]}
 
 
 def run(cfg: VerifierBenchConfig) -> dict[str, Any]:
@@ -234,6 +202,9 @@ def run(cfg: VerifierBenchConfig) -> dict[str, Any]:
     if counts["incomplete"]:
         print(f"warning: {counts['incomplete']} trajectories had failed requests and were not scored; "
               "re-run the same command to finish them")
+    if counts["meta_failed"]:
+        print(f"warning: {counts['meta_failed']} meta grades failed (null, scored as not matching); "
+              "re-run the same command to re-grade them")
     if cfg.wandb.enabled:
         from eval.wandb_log import log_eval
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from data_pipeline.augment import AugmentConfig, VerifyConfig, candidates, run
+from data_pipeline.augment import AugmentConfig, candidates, run
+from verifier.judging import JudgeConfig
 from data_pipeline.synthetic import generate_synthetic
 from verifier.io import load_trajectories, read_jsonl, write_jsonl
 
@@ -32,7 +33,7 @@ def _cfg(endpoint, tmp_path, inp, out, **kw):
     v2 = dataclasses.replace(endpoint, model=LORA_NAME,
                              extra_body={"structured_outputs": {"regex": synthetic_verdict_regex(90)}})
     return AugmentConfig(input=str(inp), out=str(out), generator=gen, verifiers=[v1, v2], max_tokens=48,
-                         verify=VerifyConfig(n=2, max_tokens=64, early_stop=True), progress=False, **kw)
+                         verify=JudgeConfig(n=2, max_tokens=64, early_stop=True), progress=False, **kw)
 
 
 @pytest.fixture()

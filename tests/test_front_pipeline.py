@@ -48,7 +48,8 @@ def test_curate_candidates_selection_export(endpoint, tmp_path):
     from conftest import LORA_NAME
 
     from data_pipeline.annotate import AnnotateConfig, export
-    from data_pipeline.selection import SelectConfig, SelectJudgeConfig
+    from data_pipeline.selection import SelectConfig
+    from verifier.judging import JudgeConfig
     from data_pipeline.selection import run as run_select
     from verifier.judging import synthetic_verdict_regex
 
@@ -95,7 +96,7 @@ def test_curate_candidates_selection_export(endpoint, tmp_path):
     # 3. uncertainty selection reads candidates.jsonl as its trajectories
     sel_cfg = SelectConfig(trajectories=str(tmp_path / "cand" / "candidates.jsonl"), out=str(tmp_path / "sel"),
                            endpoint=guided(endpoint, synthetic_verdict_regex(60)),
-                           judge=SelectJudgeConfig(n=4, max_tokens=64), budget=5, progress=False, plot=False)
+                           judge=JudgeConfig(n=4, max_tokens=64), budget=5, progress=False, plot=False)
     df = run_select(sel_cfg)
     assert sorted(df["id"]) == sorted(ids) and (df["n_passes"] == 4).all()
     queue = read_jsonl(tmp_path / "sel" / "annotation_queue.jsonl")

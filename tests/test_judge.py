@@ -134,7 +134,11 @@ def test_row_roundtrip(endpoint, trajs):
     for j in js:
         row = judgment_to_row(j)
         assert set(row) >= {"id", "verdict", "first_error_step", "accept_fraction", "passes"}
-        assert [set(p) >= {"index", "verdict", "first_error_step", "parse_status", "text"} for p in row["passes"]]
+        assert len(row["passes"]) == 3
+        for p in row["passes"]:
+            assert set(p) >= {"index", "verdict", "first_error_step", "parse_status", "text", "seed"}, p
+        assert [p["index"] for p in row["passes"]] == [0, 1, 2]
+        assert [p["seed"] for p in row["passes"]] == j.seeds and len(set(j.seeds)) == 3
         back = row_to_judgment(row)
         assert judgment_to_row(back) == row
 

@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from data_pipeline.selection import SelectConfig, SelectJudgeConfig, run, score, select
+from data_pipeline.selection import SelectConfig, run, score, select
+from verifier.judging import JudgeConfig
 from data_pipeline.synthetic import generate_synthetic
 from verifier.io import read_jsonl, write_jsonl
 
@@ -71,7 +72,7 @@ def test_config_mirrors_schema():
     from verifier.config import compose
 
     cfg = compose("select", SelectConfig, ["judge.n=4", "budget=10", "per_problem_cap=2", "outcome=verdict_step"])
-    assert isinstance(cfg, SelectConfig) and isinstance(cfg.judge, SelectJudgeConfig)
+    assert isinstance(cfg, SelectConfig) and isinstance(cfg.judge, JudgeConfig)
     assert (cfg.judge.n, cfg.budget, cfg.per_problem_cap, cfg.outcome, cfg.endpoint.model) == \
         (4, 10, 2, "verdict_step", "artifacts/tiny-model")
 
@@ -113,8 +114,8 @@ def test_engine_path_on_vllm_resume_and_cli(endpoint, tmp_path):
     write_jsonl(tmp_path / "cand.jsonl", trajs)
     ep = dataclasses.replace(endpoint, extra_body={"structured_outputs": {"regex": synthetic_verdict_regex(60)}})
     cfg = SelectConfig(trajectories=str(tmp_path / "cand.jsonl"), out=str(tmp_path / "sel"), endpoint=ep,
-                       judge=SelectJudgeConfig(n=4, max_tokens=64, run_seed=1,
-                                                cache=str(tmp_path / "passes.sqlite")), budget=4, per_problem_cap=1,
+                       judge=JudgeConfig(n=4, max_tokens=64, run_seed=1),
+                       cache=str(tmp_path / "passes.sqlite"), budget=4, per_problem_cap=1,
                        progress=False)
     df = run(cfg)
     judged = read_jsonl(tmp_path / "sel" / "judgments.jsonl")
@@ -125,6 +126,10 @@ def test_engine_path_on_vllm_resume_and_cli(endpoint, tmp_path):
     assert len(queue) == (df["status"] == "selected").sum() <= 4
     assert len({q["problem_id"] for q in queue}) == len(queue) and all("selection" in q["meta"] for q in queue)
     assert (tmp_path / "sel" / "entropy.png").stat().st_size > 0
+    # the prompt is the configured verifier's, recorded per row and in the summary (issue 14.5)
+    assert all(r["template"] == "verify" and r["with_reference"] is True for r in judged)
+    summ = json.loads((tmp_path / "sel" / "selection_summary.json").read_text())
+    assert summ["judge"]["template"] == "verify" and summ["judge"]["prompts_with_reference"] == 10
     # crash half-way: keep 4 judgments and a torn line; the re-run judges only the 6 missing, same result
     lines = (tmp_path / "sel" / "judgments.jsonl").read_text().splitlines(keepends=True)
     (tmp_path / "sel" / "judgments.jsonl").write_text("".join(lines[:4]) + lines[4][:30])
@@ -157,3 +162,50 @@ def test_entropy_bits_is_scipy_entropy_with_empty_rows_zero():
     assert np.allclose(got, want, atol=1e-12) and not np.isnan(got).any()
     with pytest.raises(ValueError, match="negative"):
         entropy_bits(np.array([[2, -1]]))
+def _file_cfg(tmp_path, rows, **kw):
+    trajs = generate_synthetic(3, seed=1, proofs_per_problem=1)
+    write_jsonl(tmp_path / "cand.jsonl", trajs)
+    write_jsonl(tmp_path / "judge.jsonl", rows(trajs))
+    return trajs, SelectConfig(trajectories=str(tmp_path / "cand.jsonl"), judgments=str(tmp_path / "judge.jsonl"),
+                               out=str(tmp_path / "sel"), plot=False, progress=False, **kw)
+
+
+def test_early_stopped_judgments_are_refused(tmp_path):
+    """Issue 14.5: an early-stopped judgment (1 rejecting pass of n) is not scored as 1-pass certainty."""
+    def rows(trajs):
+        out = [{**jrow(t.id, "v i1 v i0"), "template": "verify", "with_reference": True} for t in trajs]
+        out[1] = {**jrow(trajs[1].id, "i0"), "early_stopped": True, "template": "verify", "with_reference": True}
+        return out
+
+    trajs, cfg = _file_cfg(tmp_path, rows)
+    with pytest.raises(ValueError, match=rf"{trajs[1].id}.*'early_stopped'"):
+        run(cfg)
+    assert not (tmp_path / "sel" / "scores.parquet").exists()
+    # the engine path refuses early stop before any request is sent (nothing listens on this port)
+    dead = dataclasses.replace(cfg, judgments=None, judge=JudgeConfig(early_stop=True),
+                               endpoint=dataclasses.replace(cfg.endpoint, base_url="http://127.0.0.1:9/v1"))
+    with pytest.raises(ValueError, match="judge.early_stop"):
+        run(dead)
+    assert not (tmp_path / "sel" / "judgments.jsonl").exists()
+
+
+def test_selection_prompt_is_the_configured_verifiers_and_recorded(tmp_path):
+    """Issue 14.5: the rows' prompt (template, reference solution) must be the configured one; the summary says which."""
+    def rows(trajs):
+        return [{**jrow(t.id, "v i1 v v"), "template": "verify", "with_reference": True} for t in trajs]
+
+    trajs, cfg = _file_cfg(tmp_path, rows)
+    run(cfg)
+    s = json.loads((tmp_path / "sel" / "selection_summary.json").read_text())
+    assert s["judge"]["template"] == "verify" and s["judge"]["with_reference"] is True
+    assert s["judge"]["prompts_with_reference"] == 3 and s["judge"]["early_stop"] is False
+    assert s["judge"]["source"] == cfg.judgments
+    with pytest.raises(ValueError, match=rf"{trajs[0].id}.*'template'.*verify_compact"):
+        run(dataclasses.replace(cfg, judge=JudgeConfig(template="verify_compact")))
+    with pytest.raises(ValueError, match=rf"{trajs[0].id}.*'with_reference'"):
+        run(dataclasses.replace(cfg, judge=JudgeConfig(with_reference=False)))
+    # the Hydra keys of the one judge config reach selection
+    from verifier.config import compose
+
+    c = compose("select", SelectConfig, ["judge.template=verify_compact", "judge.with_reference=false"])
+    assert (c.judge.template, c.judge.with_reference, c.judge.early_stop) == ("verify_compact", False, False)

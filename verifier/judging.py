@@ -1,6 +1,8 @@
-"""Batch judging: n verification passes per proof, aggregated (section 4.4), with early stop, cache and resume.
+"""The passes of one proof: n verification passes, aggregated (section 4.4), with early stop and a pass cache.
 
-Public API (used by eval, data pipeline, other judges and training)::
+``JudgeConfig`` is THE judge config (Hydra group ``configs/judge/default.yaml``) of every command
+that judges; ``judge_item`` runs one item's passes; the loop over records, the JSONL output and
+resume live in ``verifier.runner`` (the one judging runner). In-memory use::
 
     from verifier.judging import JudgeConfig, judge_trajectories, judgment_to_row, row_to_judgment
     judgments = judge_trajectories(trajs, engine, JudgeConfig(n=8, policy="pessimistic"))
@@ -38,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from verifier.aggregate import Aggregate, AggregationPolicy, aggregate, decided
-from verifier.engine import Completion, Engine, GenerationRequest, SamplingConfig, base_seed, run_sync
+from verifier.engine import Completion, Engine, GenerationRequest, SamplingConfig, base_seed
 from verifier.parser import parse_completion, parse_verification
 from verifier.records import NO_STEP, ParseStatus, ProofTrajectory, Verdict, VerificationOutput
 from verifier.templates import as_messages, verification_prompt
@@ -62,6 +64,11 @@ class JudgeConfig:
     max_tokens: int = 1024
     max_concurrency: int = 256  # trajectories in flight (requests are bounded by the engine)
     model: str | None = None  # override the engine's model (e.g. a LoRA adapter name)
+    # template judges (eval.judges: IneqMath, TCS-Bench, ProofJudge): how a sample is read
+    parser: str = "verification"  # verification | verifier.parser.parse_<parser> | none (raw text)
+    structured: bool = False  # vLLM structured outputs with eval.judges.answer_regex(parser)
+    regex: str | None = None  # explicit structured-output regex (overrides ``structured``)
+    rationale_chars: int = 24  # structured outputs: length of the free rationale before the answer block
 
     def aggregation(self) -> AggregationPolicy:
         return AggregationPolicy(kind=self.policy, n=self.n, k=self.k, unparseable=self.unparseable)  # type: ignore[arg-type]
@@ -106,6 +113,7 @@ class Judgment:
     n: int = 8
     model: str = ""
     cached_passes: int = 0  # passes served by the cache (not generated in this call)
+    completions: list[Completion] = field(default_factory=list, repr=False)  # raw engine output per pass
 
     @property
     def verdict(self) -> Verdict:
@@ -357,6 +365,35 @@ async def _submitter(engine: Engine, sampling: SamplingConfig):
 # ------------------------------------------------------------------------------------- judging
 
 
+@dataclass
+class Item:
+    """One thing to judge: an id (resume key, request key), its prompt, and how a completion is read.
+
+    ``seed_key`` names the seed stream (pass k has seed ``base_seed(seed_key, run_seed) + k``);
+    ``parse(completion)`` returns a ``VerificationOutput`` (aggregated under the policy) or another
+    parsed answer (``JudgeAnswer``; None when the judge's parser is ``none``: raw text).
+    """
+
+    id: str
+    prompt: str
+    parse: Callable[[Completion], Any]
+    seed_key: str = ""
+    columns: dict[str, Any] = field(default_factory=dict)  # written with the row (e.g. the prompt's choices)
+
+
+def verification_item(traj: ProofTrajectory, cfg: JudgeConfig) -> Item:
+    """The verification prompt of a trajectory (template and reference solution from ``cfg``).
+
+    The row records the prompt's choices: ``template`` and ``with_reference`` (true only when the
+    reference solution was in the prompt, i.e. configured and present).
+    """
+    n_steps = len(traj.proof_steps)
+    prompt = verification_prompt(traj, with_reference=cfg.with_reference, template=cfg.template)
+    used_ref = bool(cfg.with_reference and traj.reference_solution)
+    return Item(traj.id, prompt, lambda c: _to_output(c, n_steps), traj.id,
+                {"template": cfg.template, "with_reference": used_ref})
+
+
 def _to_output(c: Completion, n_steps: int) -> VerificationOutput:
     return parse_completion(c.text, c.finish_reason, c.reasoning, n_steps, status=c.status, error=c.error)
 
@@ -372,15 +409,18 @@ def _runs(indices: list[int]) -> list[tuple[int, int]]:
     return runs
 
 
-async def _judge_one(traj: ProofTrajectory, submit: Submit, cfg: JudgeConfig, policy: AggregationPolicy,
+def _aggregable(outputs: Sequence[Any]) -> bool:
+    return bool(outputs) and all(hasattr(o, "accepts") and hasattr(o, "first_error_step") for o in outputs)
+
+
+async def judge_item(item: Item, submit: Submit, cfg: JudgeConfig, policy: AggregationPolicy,
                      sampling: SamplingConfig, fingerprint: str, cache: PassCache | None) -> Judgment:
-    prompt = verification_prompt(traj, with_reference=cfg.with_reference, template=cfg.template)
-    messages = as_messages(prompt)
-    phash = hashlib.sha256(prompt.encode()).hexdigest()
-    base = base_seed(traj.id, cfg.run_seed)
-    n_steps = len(traj.proof_steps)
+    """The passes of one item: pass cache hits, then engine requests wave by wave (early stop)."""
+    messages = as_messages(item.prompt)
+    phash = hashlib.sha256(item.prompt.encode()).hexdigest()
+    base = base_seed(item.seed_key or item.id, cfg.run_seed)
     plan = wave_plan(cfg.n, cfg.waves if cfg.early_stop else None)
-    outputs: list[VerificationOutput] = []
+    outputs: list[Any] = []
     completions: list[Completion] = []
     n_cached = 0
     status = "ok"
@@ -395,7 +435,7 @@ async def _judge_one(traj: ProofTrajectory, submit: Submit, cfg: JudgeConfig, po
                     n_cached += 1
         missing = [i for i in range(start, start + m) if i not in wave]
         for s, length in _runs(missing):
-            got = await submit(GenerationRequest(messages, n=length, seed=base + s, key=traj.id, model=cfg.model))
+            got = await submit(GenerationRequest(messages, n=length, seed=base + s, key=item.id, model=cfg.model))
             if len(got) != length:
                 got = [Completion(status="request_failed", error=f"expected {length} samples, got {len(got)}")] * length
             for j, c in enumerate(got):
@@ -404,66 +444,22 @@ async def _judge_one(traj: ProofTrajectory, submit: Submit, cfg: JudgeConfig, po
                 cache.put_many([(keys[s + j], c) for j, c in enumerate(got)])
         for i in range(start, start + m):
             completions.append(wave[i])
-            outputs.append(_to_output(wave[i], n_steps))
+            outputs.append(item.parse(wave[i]))
         if any(c.status == "request_failed" for c in completions):
             status = "request_failed"
             break
         if any(c.status == "too_long" for c in completions):
             status = "too_long"
             break  # the same prompt is too long for every pass
-        if len(outputs) < cfg.n and cfg.early_stop and decided(outputs, policy):
+        if len(outputs) < cfg.n and cfg.early_stop and _aggregable(outputs) and decided(outputs, policy):
             break
-    agg = aggregate(outputs, policy)
+    agg = aggregate(outputs, policy) if _aggregable(outputs) else None
     return Judgment(
-        id=traj.id, aggregate=agg, passes=outputs, seeds=[base + i for i in range(len(outputs))],
+        id=item.id, aggregate=agg, passes=outputs, seeds=[base + i for i in range(len(outputs))],  # type: ignore[arg-type]
         completion_tokens=[c.completion_tokens for c in completions], status=status,
         early_stopped=status == "ok" and len(outputs) < cfg.n, policy=cfg.policy, n=cfg.n,
-        model=fingerprint.split("|")[0], cached_passes=n_cached,
+        model=fingerprint.split("|")[0], cached_passes=n_cached, completions=completions,
     )
-
-
-async def ajudge_trajectories(
-    trajs: Sequence[ProofTrajectory],
-    engine: Engine,
-    cfg: JudgeConfig | None = None,
-    cache: PassCache | None = None,
-    on_judgment: Callable[[Judgment], None] | None = None,
-    progress: bool = False,
-) -> list[Judgment]:
-    """Judge every trajectory (async); ``on_judgment`` is called as each judgment completes."""
-    cfg = cfg if cfg is not None else JudgeConfig()
-    policy = cfg.aggregation()
-    sampling = cfg.sampling()
-    fingerprint = engine_fingerprint(engine, cfg.model)
-    ids = [t.id for t in trajs]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
-        raise ValueError(f"record {dup!r}, field 'id': duplicate id (seeds and resume are keyed by id)")
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(trajs), desc=f"judge n={cfg.n} {cfg.policy}", unit="proof")
-    gate = asyncio.Semaphore(max(1, cfg.max_concurrency))
-    counts: dict[str, int] = {}
-    async with _submitter(engine, sampling) as submit:
-
-        async def one(t: ProofTrajectory) -> Judgment:
-            async with gate:
-                j = await _judge_one(t, submit, cfg, policy, sampling, fingerprint, cache)
-            if on_judgment is not None:
-                on_judgment(j)
-            counts[j.status] = counts.get(j.status, 0) + 1
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(counts, refresh=False)
-            return j
-
-        try:
-            return list(await asyncio.gather(*(one(t) for t in trajs)))
-        finally:
-            if bar is not None:
-                bar.close()
 
 
 def judge_trajectories(
@@ -476,8 +472,13 @@ def judge_trajectories(
 ) -> list[Judgment]:
     """Judge every trajectory with ``cfg.n`` passes under ``cfg.policy``; results in input order.
 
+    In memory (nothing persisted): commands use ``verifier.runner.judge`` with an output file.
     Works with any ``Engine`` (``OpenAIEngine``: one shared client, each trajectory's next wave
     starts when its previous wave returns; batch engines such as ``VLLMOfflineEngine``: the
     requests ready at the same time form one batch). Check ``Judgment.complete`` before persisting.
     """
-    return run_sync(ajudge_trajectories(trajs, engine, cfg, cache, on_judgment, progress))
+    from verifier.runner import judge
+
+    res = judge(trajs, engine, cfg if cfg is not None else JudgeConfig(), None, cache=cache,
+                on_judgment=on_judgment, progress=progress)
+    return res.judgments  # type: ignore[return-value]

@@ -5,6 +5,7 @@ through ``verifier.templates.render``, samples through the engine layer, parses 
 ``parse_*`` function of ``verifier.parser`` and aggregates with ``verifier.aggregate``.
 """
 
-from eval.judges.core import Judge, JudgeCall, JudgeConfig, PolicyConfig, answer_regex
+from eval.judges.core import Judge, JudgeCall, PolicyConfig, answer_regex
+from verifier.judging import JudgeConfig
 
 __all__ = ["Judge", "JudgeCall", "JudgeConfig", "PolicyConfig", "answer_regex"]

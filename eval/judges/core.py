@@ -1,9 +1,11 @@
-"""One runner for every judge: template + parser + sampling (+ aggregation policy) from config.
+"""Template judges on the one runner: template + parser + sampling (+ aggregation policy) from the one judge config.
 
 ``Judge(endpoint, JudgeConfig(template="ineq_step_logical_gap", parser="step_judgment", n=1))``
-renders ``verifier/prompts/<template>.j2`` with the item's fields, sends one request of
-``n`` samples per item through ``OpenAIEngine`` (seed of sample i = base_seed(template:key) + i,
-the engine's rule), and parses each sample with ``verifier.parser.parse_<parser>``.
+(``verifier.judging.JudgeConfig``, the same config every command judges with) renders
+``verifier/prompts/<template>.j2`` with the item's fields and judges the items with
+``verifier.runner.judge``: one request of ``n`` samples per item (seed of sample i =
+base_seed(template:key, run_seed) + i, the engine's rule), each sample parsed with
+``verifier.parser.parse_<parser>``.
 Failed requests and truncated generations keep an explicit ``ParseStatus``; nothing is
 dropped. ``structured=True`` asks vLLM for structured outputs (a regex for the answer
 block, see ``answer_regex``) so even a random-weight model answers parseably.
@@ -18,9 +20,10 @@ from typing import Any
 
 from verifier import parser as _parser
 from verifier.aggregate import AggregationPolicy
-from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
+from verifier.engine import Completion, EndpointConfig, OpenAIEngine, base_seed
+from verifier.judging import Item, JudgeConfig
 from verifier.records import ParseStatus
-from verifier.templates import as_messages, render
+from verifier.templates import render
 
 
 @dataclass
@@ -34,23 +37,6 @@ class PolicyConfig:
 
     def policy(self) -> AggregationPolicy:
         return AggregationPolicy(self.kind, n=self.n, k=self.k, unparseable=self.unparseable)  # type: ignore[arg-type]
-
-
-@dataclass
-class JudgeConfig:
-    """A judge (or a generator, with ``parser: none``): a template and how to sample and read it."""
-
-    template: str = "verify"
-    parser: str = "critique"  # verifier.parser.parse_<parser>; "none" keeps the raw text
-    n: int = 1  # samples per item (passes / votes / replicates)
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 1024
-    structured: bool = False  # vLLM structured outputs with answer_regex(parser)
-    regex: str | None = None  # explicit structured-output regex (overrides ``structured``)
-    rationale_chars: int = 24  # structured outputs: length of the free rationale before the answer block
-    model: str | None = None  # model or LoRA adapter name (default: the endpoint's)
-    seed: int = 0  # run seed
 
 
 @dataclass
@@ -129,7 +115,7 @@ def _failed(parse: Callable[[str], Any], status: ParseStatus, detail: str) -> An
 
 
 class Judge:
-    """Render, sample and parse one judge over many items (one request of n samples per item)."""
+    """Render, sample and parse one judge over many items, on the one runner (``verifier.runner.judge``)."""
 
     def __init__(self, endpoint: EndpointConfig, cfg: JudgeConfig, parse_kwargs: dict[str, Any] | None = None,
                  dimensions: Sequence[str] = ()):
@@ -140,37 +126,49 @@ class Judge:
         if regex:
             ep = dataclasses.replace(endpoint, extra_body={**(endpoint.extra_body or {}), "structured_outputs": {"regex": regex}})
         self.engine = OpenAIEngine(ep)
-        self.sampling = SamplingConfig(cfg.temperature, cfg.top_p, cfg.max_tokens)
 
     def prompt(self, fields: dict[str, Any]) -> str:
         return render(self.cfg.template, **fields)
 
     def seed(self, key: str) -> int:
-        return base_seed(f"{self.cfg.template}:{key}", self.cfg.seed)
+        return base_seed(self.seed_key(key), self.cfg.run_seed)
+
+    def seed_key(self, key: str) -> str:
+        return f"{self.cfg.template}:{key}"
+
+    def read(self, c: Completion) -> Any:
+        """A completion parsed by the judge's parser; failures keep an explicit status."""
+        if self.parse is None:
+            return None
+        if c.status == "too_long":
+            return _failed(self.parse, ParseStatus.TOO_LONG, c.error or "prompt too long")
+        if c.status != "ok":
+            return _failed(self.parse, ParseStatus.REQUEST_FAILED, c.error or "request failed")
+        parsed = self.parse(c.text)
+        if not parsed.ok and c.finish_reason == "length":
+            parsed = dataclasses.replace(parsed, status=ParseStatus.TRUNCATED, detail=f"hit max_tokens ({parsed.detail})")
+        return parsed
+
+    def item(self, key_fields: tuple[str, dict[str, Any]], cfg: JudgeConfig) -> Item:
+        key, fields = key_fields
+        return Item(key, self.prompt(fields), self.read, self.seed_key(key))
 
     def run(self, items: Sequence[tuple[str, dict[str, Any]]], progress: bool = False) -> list[list[JudgeCall]]:
-        """``items`` are (key, template fields); returns ``n`` parsed calls per item, in order."""
-        reqs = [GenerationRequest(as_messages(self.prompt(f)), n=self.cfg.n, seed=self.seed(k), key=k,
-                                  model=self.cfg.model) for k, f in items]
-        outs = self.engine.generate(reqs, self.sampling, progress=progress) if reqs else []
+        """``items`` are (key, template fields); returns ``n`` parsed calls per item, in order.
+
+        One request of ``n`` samples per item (seed of sample i = ``seed(key) + i``); in memory.
+        """
+        from verifier.runner import judge
+
+        if not items:
+            return []
+        res = judge(items, self.engine, self.cfg, None, item=self.item, to_row=lambda j: {"id": j.id},
+                    progress=progress, desc=f"judge {self.cfg.template}")
         result = []
-        for (key, _), req, comps in zip(items, reqs, outs, strict=True):
-            calls = []
-            for i, c in enumerate(comps):
-                parsed = None
-                if self.parse is not None:
-                    if c.status == "too_long":
-                        parsed = _failed(self.parse, ParseStatus.TOO_LONG, c.error or "prompt too long")
-                    elif c.status != "ok":
-                        parsed = _failed(self.parse, ParseStatus.REQUEST_FAILED, c.error or "request failed")
-                    else:
-                        parsed = self.parse(c.text)
-                        if not parsed.ok and c.finish_reason == "length":
-                            parsed = dataclasses.replace(parsed, status=ParseStatus.TRUNCATED,
-                                                         detail=f"hit max_tokens ({parsed.detail})")
-                calls.append(JudgeCall(key, i, None if req.seed is None else req.seed + i, c.text, c.status,
-                                       parsed, c.error, c.completion_tokens))
-            result.append(calls)
+        for (key, _), j in zip(items, res.judgments, strict=True):
+            assert j is not None
+            result.append([JudgeCall(key, i, j.seeds[i], c.text, c.status, j.passes[i], c.error, c.completion_tokens)
+                           for i, c in enumerate(j.completions)])
         return result
 
 
