@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from eval.metrics import ScoreOptions
-from eval.score import WandbConfig
 from verifier.engine import EndpointConfig, OpenAIEngine, SamplingConfig
 from verifier.io import JsonlAppender, iter_jsonl
 from verifier.records import (
@@ -36,6 +35,7 @@ from verifier.records import (
     Verdict,
     VerificationOutput,
 )
+from verifier.results import WandbConfig, log_eval, print_table, write_metrics, write_report
 
 
 @dataclass
@@ -199,8 +199,7 @@ def run(cfg: VerifierBenchConfig) -> dict[str, Any]:
     """Judge, meta-verify, score and report; returns the metrics document."""
     from data_pipeline.importers import load_any
     from eval.metrics import align_ids, score_predictions
-    from eval.report import write_report
-    from eval.score import flatten, load_predictions, options, print_table, write_metrics
+    from eval.score import flatten, load_predictions, options
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -235,8 +234,6 @@ def run(cfg: VerifierBenchConfig) -> dict[str, Any]:
         print(f"warning: {counts['incomplete']} trajectories had failed requests and were not scored; "
               "re-run the same command to finish them")
     if cfg.wandb.enabled:
-        from eval.wandb_log import log_eval
-
         log_eval(out, doc, cfg=asdict(_redacted(cfg)), wandb_cfg=cfg.wandb, gold=records, preds=preds)
     print(f"wrote {path} and {report}")
     return doc
