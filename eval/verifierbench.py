@@ -3,7 +3,11 @@
 ``python -m eval.verifierbench data=PATH out=DIR verifier.base_url=URL verifier.model=NAME
 [judge.n=8 judge.policy=pessimistic] [meta.kind=rule|llm meta.endpoint.base_url=URL ...]``
 
-1. The verifier endpoint judges each trajectory with ``judge.n`` passes under
+``python -m eval.verifierbench data=PATH out=DIR engine=offline offline.model=CHECKPOINT_DIR [offline.*=...]``
+judges with an in-process ``vllm.LLM`` (``verifier.offline``) on a checkpoint instead of a served
+endpoint: how ``training/grpo.py`` evaluates its saved ``DIR/final`` on the held-out set.
+
+1. The verifier (endpoint or offline engine) judges each trajectory with ``judge.n`` passes under
    ``judge.policy`` (``verifier.judging``: seeds per pass, pass cache, early stop off by default).
 2. The meta-verifier (``verifier.meta_verifier``: the B.3 prompt on its own endpoint, or the
    rule-based one) grades the verification that carries the decision: for a rejection the
@@ -12,7 +16,10 @@
 3. ``DIR/judgments.jsonl`` (one row per trajectory, the ``eval.judge`` format plus
    ``meta_grade``) is written as each chunk completes: a killed run resumes where it
    stopped (finished ids are skipped; passes come back from ``DIR/pass_cache.sqlite``).
-4. ``eval.score`` on that file: ``DIR/metrics.json``, ``DIR/report.md``, plots, W&B.
+4. ``eval.score`` on that file: ``DIR/metrics.json``, ``DIR/report.md``, plots, W&B
+   (``verifier.results``). ``grade_every_pass=true`` also meta-grades every pass: ``per_pass``
+   (each pass scored as its own verdict), ``mean_reward`` (the GRPO meta reward per pass,
+   unparseable = 0), ``per_record_reward`` and ``parse_failure_rate`` in metrics.json.
 """
 
 from __future__ import annotations
@@ -25,9 +32,11 @@ from typing import Any, Sequence
 
 from eval.metrics import ScoreOptions
 from verifier.engine import EndpointConfig, OpenAIEngine, SamplingConfig
-from verifier.io import JsonlAppender, iter_jsonl
+from verifier.io import JsonlAppender, iter_jsonl, read_jsonl
+from verifier.offline import OfflineConfig
 from verifier.records import (
     NO_STEP,
+    MetaGrade,
     MetaVerification,
     ParseStatus,
     ProofTrajectory,
@@ -79,7 +88,9 @@ class VerifierBenchConfig:
     out: str = "???"
     limit: int | None = None  # first N records (smoke runs)
     chunk_size: int = 64  # trajectories judged + graded + persisted together
+    engine: str = "endpoint"  # endpoint: the served `verifier`; offline: vllm.LLM on `offline.model` (a checkpoint)
     verifier: EndpointConfig = field(default_factory=EndpointConfig)
+    offline: OfflineConfig = field(default_factory=OfflineConfig)  # engine=offline: model dir + vllm.LLM options
     judge: JudgeOptions = field(default_factory=JudgeOptions)
     meta: MetaConfig = field(default_factory=MetaConfig)
     meta_threshold: str = "BASIC_MATCH"
@@ -88,6 +99,7 @@ class VerifierBenchConfig:
     ci_level: float = 0.95
     breakdowns: list[str] = field(default_factory=lambda: ["split", "subject"])
     cache: bool = True  # DIR/pass_cache.sqlite
+    grade_every_pass: bool = False  # also meta-grade every pass: per_pass metrics, mean_reward (training's held-out)
     progress: bool = True
     title: str | None = None
     browser_index: str | None = None
@@ -98,6 +110,33 @@ def judge_config(opts: JudgeOptions):
     from verifier.judging import JudgeConfig
 
     return JudgeConfig(**asdict(opts))
+
+
+def make_engine(cfg: VerifierBenchConfig):
+    """The verifier engine: the served endpoint, or ``vllm.LLM`` in this process on ``offline.model``."""
+    if cfg.engine == "endpoint":
+        return OpenAIEngine(cfg.verifier)
+    if cfg.engine == "offline":
+        from verifier.offline import VLLMOfflineEngine
+
+        return VLLMOfflineEngine(cfg.offline)
+    raise ValueError(f"engine must be endpoint or offline, got {cfg.engine!r}")
+
+
+def verifier_name(cfg: VerifierBenchConfig) -> str:
+    """The judged model as reports name it (the endpoint's model, or the offline checkpoint)."""
+    if cfg.engine == "offline":
+        return cfg.offline.served_model_name or str(cfg.offline.model)
+    return str(cfg.verifier.model)
+
+
+def check_config(cfg: VerifierBenchConfig) -> None:
+    """Errors before any work: an unknown engine, an offline checkpoint that is not a model directory."""
+    if cfg.engine not in ("endpoint", "offline"):
+        raise ValueError(f"engine must be endpoint or offline, got {cfg.engine!r}")
+    if cfg.engine == "offline" and not (Path(cfg.offline.model) / "config.json").exists():
+        raise FileNotFoundError(f"offline.model={cfg.offline.model!r}: not a model directory (no config.json); "
+                                "pass a saved checkpoint, e.g. a training run's DIR/final")
 
 
 def make_meta_verifier(cfg: MetaConfig):
@@ -159,7 +198,7 @@ def judge_and_grade(records: Sequence[ProofTrajectory], cfg: VerifierBenchConfig
     counts = {"already_done": len(records) - len(todo), "judged": 0, "incomplete": 0}
     if not todo:
         return counts
-    engine = OpenAIEngine(cfg.verifier)
+    engine = make_engine(cfg)
     meta = make_meta_verifier(cfg.meta)
     jcfg = judge_config(cfg.judge)
     cache = PassCache(out / "pass_cache.sqlite") if cfg.cache else None
@@ -192,7 +231,43 @@ def judge_and_grade(records: Sequence[ProofTrajectory], cfg: VerifierBenchConfig
             bar.close()
         if cache is not None:
             cache.close()
+        if hasattr(engine, "close"):  # the offline engine's process and memory
+            engine.close()
     return counts
+
+
+def grade_passes(records: Sequence[ProofTrajectory], rows: dict[str, dict[str, Any]], cfg: VerifierBenchConfig,
+                 opts: ScoreOptions) -> dict[str, Any]:
+    """Meta-grade every pass (the GRPO meta reward of section 4.3 on held-out data; unparseable = 0).
+
+    Returns ``per_pass`` (each pass scored as its own verdict: single-pass TPR / TNR / Balanced F1),
+    ``mean_reward`` (over passes), ``per_record_reward`` (mean over each record's passes, in
+    record order) and ``parse_failure_rate``.
+    """
+    from eval.metrics import Prediction, score_predictions
+    from eval.score import flatten
+    from verifier.judging import row_to_judgment
+
+    scored = [t for t in records if t.id in rows]
+    judgments = [row_to_judgment(rows[t.id]) for t in scored]
+    todo = [(t, p) for t, j in zip(scored, judgments) for p in j.passes if p.ok]
+    grades = iter(make_meta_verifier(cfg.meta).grade_batch(todo))
+    pp_gold, pp_preds, per_record, rewards, unparsed = [], {}, [], [], 0
+    for t, j in zip(scored, judgments):
+        rec = []
+        for i, p in enumerate(j.passes):
+            g = next(grades).grade if p.ok else None
+            unparsed += not p.ok
+            rec.append(0.0 if g is None else g.reward)
+            key = f"{t.id}#{i}"
+            pp_gold.append(dataclasses.replace(t, id=key))
+            pp_preds[key] = Prediction(key, p.verdict if p.ok else None, p.first_error_step,
+                                       g if p.ok else MetaGrade.WRONG_POLARITY, has_meta=True)
+        rewards += rec
+        per_record.append(sum(rec) / len(rec) if rec else 0.0)
+    per_pass = score_predictions(pp_gold, pp_preds, dataclasses.replace(opts, breakdowns=(), k_curve=False))
+    return {"per_pass": flatten(per_pass), "mean_reward": sum(rewards) / max(1, len(rewards)),
+            "per_record_reward": per_record, "parse_failure_rate": unparsed / max(1, len(rewards))}
 
 
 def run(cfg: VerifierBenchConfig) -> dict[str, Any]:
@@ -210,6 +285,7 @@ def run(cfg: VerifierBenchConfig) -> dict[str, Any]:
     if missing:
         raise RecordError(missing[0], "annotation", f"VerifierBench needs expert annotations "
                                                      f"({len(missing)} record(s) without one)")
+    check_config(cfg)
     (out / "config.json").write_text(json.dumps(asdict(_redacted(cfg)), indent=2, default=str) + "\n")
     counts = judge_and_grade(records, cfg, out)
     preds = load_predictions(out / "judgments.jsonl")
@@ -217,12 +293,15 @@ def run(cfg: VerifierBenchConfig) -> dict[str, Any]:
                    allow_missing=True)
     opts: ScoreOptions = options(_score_cfg(cfg))
     doc = flatten(score_predictions(records, preds, opts), al)
+    if cfg.grade_every_pass:
+        rows = {str(r["id"]): r for r in read_jsonl(out / "judgments.jsonl")}
+        doc.update(grade_passes(records, rows, cfg, opts))
     doc["run"] = {**counts, "policy": cfg.judge.policy, "n_passes": cfg.judge.n, "meta": cfg.meta.kind,
-                  "verifier": cfg.verifier.model}
+                  "engine": cfg.engine, "verifier": verifier_name(cfg)}
     doc["inputs"] = {"data": str(cfg.data), "judgments": str(out / "judgments.jsonl")}
     doc["config"] = asdict(_redacted(cfg))
     path = write_metrics(out, doc)
-    title = cfg.title or f"VerifierBench: {cfg.verifier.model} ({cfg.judge.policy}, n={cfg.judge.n})"
+    title = cfg.title or f"VerifierBench: {verifier_name(cfg)} ({cfg.judge.policy}, n={cfg.judge.n})"
     print_table(doc, title)
     browser_index = cfg.browser_index
     if browser_index is None:  # the report links the judgment browser of this run (eval.browse)
