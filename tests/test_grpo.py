@@ -67,6 +67,46 @@ def test_smoke_accelerate_launch_writes_checkpoint_metrics_and_offline_wandb(tmp
     assert cfg["experiment_name"] == "smoke" and cfg["grpo"]["max_steps"] == 4
 
 
+@pytest.mark.vllm
+def test_heldout_evaluation_is_verifierbench_on_the_saved_checkpoint(tmp_path, tiny_model):
+    """One evaluation path: GRPO saves DIR/final, then eval.verifierbench judges it with vllm.LLM offline.
+
+    The held-out judgments (n passes per held-out row) are under the run, written by the
+    VerifierBench path, and the run's metrics.json equals ``eval.score`` on those judgments.
+    """
+    from eval.score import ScoreConfig
+    from eval.score import run as score
+    from training.grpo import GRPORunConfig, run
+    from verifier.config import compose
+    from verifier.io import read_jsonl
+
+    out = tmp_path / "run"
+    cfg = compose("grpo", GRPORunConfig, ["experiment=smoke", f"output_dir={out}", *_tiny(tiny_model),
+                                          "grpo.max_steps=1", "grpo.save_steps=1", "data.n_eval=5",
+                                          "eval.n_passes=3", "eval.max_new_tokens=12", "eval.bootstrap_n=100",
+                                          "eval.offline.kv_cache_memory_bytes=64M", "eval.progress=false",
+                                          "wandb.enabled=false"])
+    m = run(cfg)
+    final = out / "final"
+    assert (final / "config.json").exists() and (final / "tokenizer_config.json").exists()
+    rows = read_jsonl(out / "heldout" / "judgments.jsonl")
+    held = read_jsonl(out / "heldout" / "held_out.jsonl")
+    assert len(rows) == len(held) == 5 and {r["id"] for r in rows} == {h["id"] for h in held}
+    assert all(len(r["passes"]) == 3 and r["model"] == str(final) for r in rows)  # the trained checkpoint judged
+    assert all("meta_grade" in r for r in rows)  # graded by the reward's (rule) meta-verifier
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved["heldout"]["engine"] == "offline" and saved["heldout"]["model"] == str(final)
+    assert saved["run"]["train"]["global_step"] == 1 and saved["eval_config"]["n_passes"] == 3
+    assert (out / "heldout" / "report.md").exists() and (out / "heldout" / "tpr_tnr.png").exists()
+    assert 0.0 <= saved["mean_reward"] <= 1.0 and len(saved["per_record_reward"]) == 5
+    ref = score(ScoreConfig(gold=str(out / "heldout" / "held_out.jsonl"),
+                            predictions=str(out / "heldout" / "judgments.jsonl"), out=str(tmp_path / "score"),
+                            bootstrap_n=100, bootstrap_seed=0, report=False))
+    for key in ("rough.tpr", "rough.tnr", "rough.balanced_f1", "meta.tpr", "meta.tnr", "meta.balanced_f1"):
+        assert saved[key] == ref[key] == m[key], key
+    assert saved["n"] == ref["n"] == 5
+
+
 def test_llm_meta_reward_for_a_few_grpo_steps(tmp_path, tiny_model, endpoint):
     """Meta-Ver-RL with the LLM meta-verifier on the session vLLM server (grades forced to the B.3 format)."""
     from training.grpo import GRPORunConfig, run
