@@ -4,7 +4,8 @@ On the synthetic verification task (``data_pipeline.synthetic``): build a small 
 SFT warm start on gold verifications (``training/sft.py``), then GRPO from the SFT model with
 the Meta-Ver-RL reward (rule-based meta-verifier) and, side by side, with the Rough-RL reward.
 Every model is evaluated on the same held-out trajectories (problems disjoint from training),
-``eval.samples`` sampled verifications each at the training temperature:
+``eval.samples`` sampled verifications each at the training temperature, by the one held-out path of
+``training/grpo.py`` (``eval.verifierbench`` with ``vllm.LLM`` on each saved checkpoint):
 
 * held-out mean reward (meta grade per sample, unparseable = 0) before and after GRPO, with a
   paired bootstrap CI of the difference over held-out records;
@@ -111,8 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    from training.grpo import DataConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings, run
-    from training.heldout import EvalConfig
+    from training.grpo import DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings, run
     from training.rewards import RewardConfig
     from training.sft import SFTRunConfig, sft_train
     from verifier.tiny_model import TinyModelConfig, build

@@ -31,6 +31,7 @@ def _tiny(tiny_model) -> list[str]:
     return [f"model.name_or_path={tiny_model}"]
 
 
+@pytest.mark.vllm
 def test_smoke_accelerate_launch_writes_checkpoint_metrics_and_offline_wandb(tmp_path, tiny_model):
     out = tmp_path / "smoke"
     # the contract command; on a cluster add --config_file launch/accelerate/<zero2|zero3|...>.yaml
@@ -48,8 +49,10 @@ def test_smoke_accelerate_launch_writes_checkpoint_metrics_and_offline_wandb(tmp
     for key in ("meta/judge_latency_s", "meta/batch_parse_failure_rate", "meta/grade_frac/UNPARSEABLE",
                 "rewards/rough_reward/mean", "rewards/format_reward/mean", "rough/parse_failure_rate"):
         assert key in steps[0], key
-    # held-out metrics in the eval.score layout
+    # held-out metrics in the eval.score layout, from VerifierBench on DIR/final
     m = json.loads((out / "metrics.json").read_text())
+    assert m["heldout"]["model"] == str(out / "final")
+    assert len((out / "heldout" / "judgments.jsonl").read_text().splitlines()) == 8
     for key in ("rough.tpr", "rough.tnr", "rough.balanced_f1", "meta.balanced_f1"):
         assert "value" in m[key] and "ci" in m[key]
     assert m["n"] == 8 and m["run"]["train"]["global_step"] == 4
@@ -206,8 +209,9 @@ def test_configs_compose_for_every_experiment_and_model():
     assert not compose("grpo", GRPORunConfig, ["model=qwen3_8b_full"]).model.lora.enabled
 
 
+@pytest.mark.vllm
 def test_lora_grpo_step_in_process(tmp_path, tiny_model):
-    """The PEFT LoRA path: one GRPO step, adapter merged for the held-out evaluation."""
+    """The PEFT LoRA path: one GRPO step, the adapter saved, a merged copy judged by VerifierBench."""
     from training.grpo import GRPORunConfig, run
     from verifier.config import compose
 
@@ -215,11 +219,22 @@ def test_lora_grpo_step_in_process(tmp_path, tiny_model):
                                           *_tiny(tiny_model), "grpo.max_steps=1", "grpo.save_steps=1",
                                           "data.n_eval=4", "wandb.enabled=false"])
     m = run(cfg)
-    assert (tmp_path / "lora" / "final" / "adapter_config.json").exists()
-    assert m["n"] == 4 and "meta.balanced_f1" in m
+    out = tmp_path / "lora"
+    assert (out / "final" / "adapter_config.json").exists()
+    assert (out / "final_merged" / "config.json").exists() and not (out / "final_merged" / "adapter_config.json").exists()
+    assert m["n"] == 4 and "meta.balanced_f1" in m and m["heldout"]["model"] == str(out / "final_merged")
+    # the merged copy is a plain checkpoint of the base architecture (what vLLM loads), no adapter weights
+    from safetensors import safe_open
+
+    def keys(d):
+        with safe_open(str(d / "model.safetensors"), "pt") as f:
+            return set(f.keys())
+
+    assert keys(out / "final_merged") == keys(Path(tiny_model))
 
 
 @pytest.mark.slow
+@pytest.mark.vllm
 def test_table3_sweep_and_ablation_report(tmp_path, tiny_model):
     """`python training/grpo.py -m experiment=...` over the whole ladder, then `python -m eval.report`."""
     ladder = "base,rough_rl,meta_ver_rl,extra_ann,pos_aug,pess_ver"
@@ -245,6 +260,7 @@ def test_table3_sweep_and_ablation_report(tmp_path, tiny_model):
 
 
 @pytest.mark.slow
+@pytest.mark.vllm
 def test_submitit_local_launcher_runs_a_job(tmp_path, tiny_model):
     """The submitit launcher config (configs/hydra/launcher/slurm*.yaml) on local processes: one eval-only job."""
     out = tmp_path / "base"
