@@ -69,7 +69,6 @@ class BenchConfig:
     temperature: float = 1.0
     # eval
     eval_samples: int = 6
-    eval_batch: int = 64
     bootstrap_n: int = 1000
     skip_rough: bool = False
 
@@ -150,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
     tick("SFT", t0)
 
     ev = EvalConfig(n_passes=cfg.eval_samples, aggregation="majority", max_new_tokens=cfg.max_completion_length, temperature=cfg.temperature,
-                    batch_size=cfg.eval_batch, bootstrap_n=cfg.bootstrap_n, seed=cfg.seed)
+                    bootstrap_n=cfg.bootstrap_n, seed=cfg.seed)
 
     def run_cfg(name: str, train: bool, components: dict[str, float]) -> GRPORunConfig:
         return GRPORunConfig(

@@ -112,7 +112,7 @@ def judge_config(opts: JudgeOptions):
     return JudgeConfig(**asdict(opts))
 
 
-def make_engine(cfg: VerifierBenchConfig):
+def verifier_engine(cfg: VerifierBenchConfig):
     """The verifier engine: the served endpoint, or ``vllm.LLM`` in this process on ``offline.model``."""
     if cfg.engine == "endpoint":
         return OpenAIEngine(cfg.verifier)
@@ -198,7 +198,7 @@ def judge_and_grade(records: Sequence[ProofTrajectory], cfg: VerifierBenchConfig
     counts = {"already_done": len(records) - len(todo), "judged": 0, "incomplete": 0}
     if not todo:
         return counts
-    engine = make_engine(cfg)
+    engine = verifier_engine(cfg)
     meta = make_meta_verifier(cfg.meta)
     jcfg = judge_config(cfg.judge)
     cache = PassCache(out / "pass_cache.sqlite") if cfg.cache else None

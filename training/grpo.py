@@ -147,7 +147,6 @@ class EvalConfig:
     max_new_tokens: int = 32  # judge.max_tokens
     temperature: float = 1.0
     top_p: float = 1.0
-    batch_size: int = 16  # trajectories judged + graded + persisted together (VerifierBench chunk_size)
     meta_threshold: str = "BASIC_MATCH"
     bootstrap_n: int = 1000
     seed: int = 0  # judge.run_seed and bootstrap seed
@@ -516,18 +515,19 @@ def _free_memory() -> None:
 
 def heldout_config(cfg: GRPORunConfig, out: Path, data_path: Path, model_dir: str):
     """The VerifierBench config of the held-out evaluation (the same path as ``python -m eval.verifierbench``)."""
-    from eval.verifierbench import JudgeOptions, MetaConfig, VerifierBenchConfig
+    from eval.verifierbench import MetaConfig, VerifierBenchConfig
     from verifier.results import WandbConfig
 
     e, r = cfg.eval, cfg.reward
     meta = MetaConfig(kind=r.meta_judge, endpoint=r.endpoint, temperature=r.judge_temperature,
                       max_tokens=r.endpoint.max_tokens or r.judge_max_tokens, run_seed=cfg.grpo.seed, near=r.near,
                       show_reasoning=r.judge_sees_reasoning)
-    judge = JudgeOptions(n=e.n_passes, policy=e.aggregation, k=e.k, early_stop=False, run_seed=e.seed,
-                         with_reference=cfg.data.with_reference, template=cfg.data.prompt_template,
-                         temperature=e.temperature, top_p=e.top_p, max_tokens=e.max_new_tokens)
+    judge = dataclasses.replace(VerifierBenchConfig().judge, n=e.n_passes, policy=e.aggregation, k=e.k,
+                                early_stop=False, run_seed=e.seed, with_reference=cfg.data.with_reference,
+                                template=cfg.data.prompt_template, temperature=e.temperature, top_p=e.top_p,
+                                max_tokens=e.max_new_tokens)
     offline = dataclasses.replace(e.offline, model=str(model_dir))
-    return VerifierBenchConfig(data=str(data_path), out=str(out), chunk_size=e.batch_size, engine=e.engine,
+    return VerifierBenchConfig(data=str(data_path), out=str(out), engine=e.engine,
                                verifier=e.endpoint, offline=offline, judge=judge, meta=meta,
                                meta_threshold=e.meta_threshold, bootstrap_n=e.bootstrap_n, bootstrap_seed=e.seed,
                                grade_every_pass=True, progress=e.progress,
