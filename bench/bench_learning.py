@@ -4,7 +4,8 @@ On the synthetic verification task (``data_pipeline.synthetic``): build a small 
 SFT warm start on gold verifications (``training/sft.py``), then GRPO from the SFT model with
 the Meta-Ver-RL reward (rule-based meta-verifier) and, side by side, with the Rough-RL reward.
 Every model is evaluated on the same held-out trajectories (problems disjoint from training),
-``eval.samples`` sampled verifications each at the training temperature:
+``eval.samples`` sampled verifications each at the training temperature, by the one held-out path of
+``training/grpo.py`` (``eval.verifierbench`` with ``vllm.LLM`` on each saved checkpoint):
 
 * held-out mean reward (meta grade per sample, unparseable = 0) before and after GRPO, with a
   paired bootstrap CI of the difference over held-out records;
@@ -68,7 +69,6 @@ class BenchConfig:
     temperature: float = 1.0
     # eval
     eval_samples: int = 6
-    eval_batch: int = 64
     bootstrap_n: int = 1000
     skip_rough: bool = False
 
@@ -111,8 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    from training.grpo import DataConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings, run
-    from training.heldout import EvalConfig
+    from training.grpo import DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings, run
     from training.rewards import RewardConfig
     from training.sft import SFTRunConfig, sft_train
     from verifier.tiny_model import TinyModelConfig, build
@@ -150,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
     tick("SFT", t0)
 
     ev = EvalConfig(n_passes=cfg.eval_samples, aggregation="majority", max_new_tokens=cfg.max_completion_length, temperature=cfg.temperature,
-                    batch_size=cfg.eval_batch, bootstrap_n=cfg.bootstrap_n, seed=cfg.seed)
+                    bootstrap_n=cfg.bootstrap_n, seed=cfg.seed)
 
     def run_cfg(name: str, train: bool, components: dict[str, float]) -> GRPORunConfig:
         return GRPORunConfig(

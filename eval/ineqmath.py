@@ -24,7 +24,6 @@ Input JSONL, one record per line: ``id``, ``task`` (``bound`` | ``relation``), `
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from verifier.io import read_jsonl, write_jsonl
 from verifier.judging import JudgeConfig
 from verifier.parser import RELATIONS, parse_bound_answer, parse_relation_answer
 from verifier.records import RecordError
+from verifier.results import md_table, pct, plot_bars, write_markdown, write_metrics
 
 log = logging.getLogger(__name__)
 
@@ -250,48 +250,28 @@ def metrics(rows: list[dict[str, Any]], step_names: list[str]) -> dict[str, Any]
     return out
 
 
-def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{100 * x:.1f}"
-
-
 def write_report(out: Path, m: dict[str, Any], step_names: list[str], extra: dict[str, Any]) -> None:
     """Markdown table shaped like IneqMath Table 4 (Overall, Answer, Step Acc per judge) plus a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    head = ["split", "n", "Overall Acc", "Answer Acc"] + [f"Step Acc: {s}" for s in step_names]
-    lines = ["# IneqMath judging report", "", f"input: `{extra['input']}`; illustrative data is not the benchmark "
-             "when it comes from `tests/data/`.", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for split in ("all",) + TASKS:
-        b = m[split]
-        if not b.get("n"):
-            continue
-        lines.append("| " + " | ".join([split, str(b["n"]), _pct(b["overall_acc"]), _pct(b["answer_acc"])]
-                                       + [_pct(b["step_acc"][s]) for s in step_names]) + " |")
+    head = ["split", "n", "Overall Acc %", "Answer Acc %"] + [f"Step Acc %: {s}" for s in step_names]
+    lines = ["# IneqMath judging report", "", f"input: `{extra['input']}`; illustrative data is not the "
+             "benchmark when it comes from `tests/data/`.", ""]
+    lines += md_table(head, ([split, m[split]["n"], pct(m[split]["overall_acc"]), pct(m[split]["answer_acc"]),
+                              *(pct(m[split]["step_acc"][s]) for s in step_names)]
+                             for split in ("all", *TASKS) if m[split].get("n")))
     a = m["all"]
     lines += ["", "Failure rate per step judge (%): " + ", ".join(
-        f"{s} {_pct(a['step_failure_rate'][s])}" for s in step_names) if a.get("n") else "",
+        f"{s} {pct(a['step_failure_rate'][s])}" for s in step_names) if a.get("n") else "",
         "", f"Final answer decided by: {a.get('answer_decided_by', {})}",
         f"Unparseable step judgments (counted as failures): {a.get('step_unparseable', {})}",
         f"Judge calls by parse status: {extra['parse_counts']}",
         f"Skipped records: {len(extra['errors'])}"] + [f"- {e}" for e in extra["errors"]]
     lines += ["", "![accuracies](ineqmath.png)", ""]
-    (out / "report.md").write_text("\n".join(lines))
+    write_markdown(out, lines)
     if a.get("n"):
-        names = ["Overall", "Answer"] + step_names
-        vals = [a["overall_acc"], a["answer_acc"]] + [a["step_acc"][s] for s in step_names]
-        fig, ax = plt.subplots(figsize=(7, 3.2))
-        ax.bar(range(len(vals)), [100 * v for v in vals], color=["C3", "C0"] + ["C2"] * len(step_names))
-        ax.set_xticks(range(len(vals)), names, rotation=20, ha="right", fontsize=8)
-        ax.set_ylabel("accuracy (%)")
-        ax.set_ylim(0, 100)
-        ax.set_title(f"IneqMath judges (n={a['n']})")
-        fig.tight_layout()
-        fig.savefig(out / "ineqmath.png", dpi=120)
-        plt.close(fig)
+        plot_bars(["Overall", "Answer", *step_names],
+                  [a["overall_acc"], a["answer_acc"], *(a["step_acc"][s] for s in step_names)], out / "ineqmath.png",
+                  ylabel="accuracy (%)", title=f"IneqMath judges (n={a['n']})",
+                  colors=["C3", "C0"] + ["C2"] * len(step_names))
 
 
 def run(cfg: IneqMathConfig) -> dict[str, Any]:
@@ -320,7 +300,7 @@ def run(cfg: IneqMathConfig) -> dict[str, Any]:
     result = {"metrics": m, "n_records": len(records), "n_skipped": len(errors), "n_generated": len(missing),
               "step_judge_parse_counts": counts}
     write_jsonl(out / "judgments.jsonl", rows)
-    (out / "metrics.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
+    write_metrics(out, result)
     write_report(out, m, step_names, {"input": cfg.input, "errors": [str(e) for e in errors], "parse_counts": counts})
     a = m["all"]
     if a.get("n"):

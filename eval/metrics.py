@@ -498,22 +498,3 @@ def align_ids(gold_ids: Sequence[str], pred_ids: Sequence[str], allow_missing: b
         raise RecordError(first, "id", f"{what} ({'; '.join(parts)}; pass allow_missing=true to count and "
                                        "report them instead)")
     return Alignment([i for i in gold_ids if i in ps], missing, unknown)
-
-
-def fmt_pct(m: Mapping[str, Any] | None, ci: bool = True) -> str:
-    """A metric as a percentage with its CI, as in the paper's tables.
-
-    >>> fmt_pct({"value": 0.8214, "ci": [0.7, 0.9]})
-    '82.1 [70.0, 90.0]'
-    >>> fmt_pct({"value": None, "ci": None})
-    '—'
-    """
-    if not m or m.get("value") is None:
-        return "—"
-    s = f"{100 * m['value']:.1f}"
-    c = m.get("ci")
-    if ci and c and c[0] is not None:
-        s += f" [{100 * c[0]:.1f}, {100 * c[1]:.1f}]"
-    return s
-
-

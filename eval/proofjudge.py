@@ -20,7 +20,6 @@ Input JSONL: ``id``, ``statement``, ``accepted`` (the revision the library merge
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from verifier.io import read_jsonl, write_jsonl
 from verifier.judging import JudgeConfig
 from verifier.parser import _clean_key
 from verifier.records import RecordError
+from verifier.results import md_table, pct, plot_bars, write_markdown, write_metrics
 
 
 @dataclass
@@ -212,7 +212,7 @@ def run(cfg: ProofJudgeConfig) -> dict[str, Any]:
     if cfg.verifier_rows:
         result["verifier_pass_noise"] = pass_noise(read_jsonl(cfg.verifier_rows), cfg.bootstrap.spec())
     write_jsonl(out / "judgments.jsonl", rows)
-    (out / "metrics.json").write_text(json.dumps(result, indent=2))
+    write_metrics(out, result)
     write_report(out, result, cfg)
     a = stats["alignment"]
     print(f"proofjudge n={len(recs)} replicates={cfg.judge.n} alignment={'nan' if a is None else f'{a:.3f}'} "
@@ -221,64 +221,49 @@ def run(cfg: ProofJudgeConfig) -> dict[str, Any]:
     return result
 
 
-def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{100 * x:.1f}"
-
-
 def write_report(out: Path, res: dict[str, Any], cfg: ProofJudgeConfig) -> None:
-    """Markdown shaped like ProofJudge Table 1 plus per-replicate alignment, and a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """Markdown shaped like ProofJudge Table 1 plus per-replicate alignment, and a PNG (``verifier.results``)."""
     s = res["alignment"]
     lo, hi = s["ci"]
-    ci = "–" if lo is None else f"{_pct(lo)}–{_pct(hi)}"
+    ci = "—" if lo is None else f"{pct(lo)}–{pct(hi)}"
     lines = ["# ProofJudge alignment report", "",
              f"input: `{cfg.input}` ({res['n_records']} pairs, {res['n_skipped']} skipped), "
              f"{res['replicates']} replicates, ties count as {s['ties']}.", "",
-             "| Judge | Alignment % (95% CI) | sign-test p | flip rate (pairwise) | unstable items | unparseable cells |",
-             "|---|---|---|---|---|---|",
-             f"| {res['judge']} | {_pct(s['alignment'])} ({ci}) | {s['sign_test']['p']:.3g} | "
-             f"{_pct(s['flip']['pairwise'])}% | {_pct(s['flip']['unstable'])}% | {s['n_unparseable_cells']} |", "",
-             "Interval: clustered bootstrap over items and replicates "
+             *md_table(["Judge", "Alignment % (95% CI)", "sign-test p", "flip rate % (pairwise)", "unstable items %",
+                        "unparseable cells"],
+                       [[res["judge"], f"{pct(s['alignment'])} ({ci})", f"{s['sign_test']['p']:.3g}",
+                         pct(s["flip"]["pairwise"]), pct(s["flip"]["unstable"]), s["n_unparseable_cells"]]]),
+             "", "Interval: clustered bootstrap over items and replicates "
              f"(n={s['bootstrap']['n']}, seed={s['bootstrap']['seed']}). Sign test over items (majority of "
              f"replicates): {s['sign_test']['wins']} aligned, {s['sign_test']['losses']} not, "
              f"{s['sign_test']['ties']} tied or unparseable.", "",
-             "| replicate | alignment % | n | sign-test p |", "|---|---|---|---|"]
-    lines += [f"| {r['replicate']} | {_pct(r['alignment'])} | {r['n']} | {r['sign_test_p']:.3g} |"
-              for r in s["per_replicate"]]
-    lines += ["", "| dimension | weight | mean accepted | mean rejected |", "|---|---|---|---|"]
-    for d in res["dimensions"]:
-        m = res["dimension_means"][_clean_key(d["name"])]
-        f = lambda x: "–" if x is None else f"{x:.2f}"
-        lines.append(f"| {d['name']} | {d['weight']:g} | {f(m['accepted'])} | {f(m['rejected'])} |")
+             *md_table(["replicate", "alignment %", "n", "sign-test p"],
+                       ([r["replicate"], pct(r["alignment"]), r["n"], f"{r['sign_test_p']:.3g}"]
+                        for r in s["per_replicate"])), ""]
+
+    def f(x: float | None) -> str:
+        return "—" if x is None else f"{x:.2f}"
+
+    lines += md_table(["dimension", "weight", "mean accepted", "mean rejected"],
+                      ([d["name"], f"{d['weight']:g}", f(res["dimension_means"][_clean_key(d["name"])]["accepted"]),
+                        f(res["dimension_means"][_clean_key(d["name"])]["rejected"])] for d in res["dimensions"]))
     lines += ["", f"Judge calls by parse status: {res['parse_counts']}", ""]
     if "verifier_pass_noise" in res:
         v = res["verifier_pass_noise"]
         vlo, vhi = v["ci"]
         lines += ["## Our verifier's passes", "",
                   f"{v['n_trajectories']} trajectories, {v['n_passes']} passes ({v['n_unparseable']} unparseable): "
-                  f"accept rate {_pct(v['accept_rate'])}% (95% CI {_pct(vlo)}–{_pct(vhi)}, clustered over trajectories "
-                  f"and passes), pairwise flip rate {_pct(v['flip']['pairwise'])}%, non-unanimous trajectories "
-                  f"{_pct(v['flip']['unstable'])}%.", ""]
+                  f"accept rate {pct(v['accept_rate'])}% (95% CI {pct(vlo)}–{pct(vhi)}, clustered over trajectories "
+                  f"and passes), pairwise flip rate {pct(v['flip']['pairwise'])}%, non-unanimous trajectories "
+                  f"{pct(v['flip']['unstable'])}%.", ""]
     lines += ["![alignment](proofjudge.png)", ""] + [f"- skipped: {e}" for e in res["errors"]]
-    (out / "report.md").write_text("\n".join(lines))
+    write_markdown(out, lines)
     reps = [r for r in s["per_replicate"] if r["alignment"] is not None]
     if s["alignment"] is not None:
-        fig, ax = plt.subplots(figsize=(5, 3))
-        ax.bar([f"rep {r['replicate']}" for r in reps], [100 * r["alignment"] for r in reps], color="C0", alpha=0.6)
-        ax.axhline(100 * s["alignment"], color="C3", label="all replicates")
-        if lo is not None:
-            ax.axhspan(100 * lo, 100 * hi, color="C3", alpha=0.15, label="95% CI (clustered)")
-        ax.axhline(50, ls=":", color="gray", label="chance")
-        ax.set_ylim(0, 100)
-        ax.set_ylabel("judge-reviewer alignment (%)")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / "proofjudge.png", dpi=120)
-        plt.close(fig)
+        plot_bars([f"rep {r['replicate']}" for r in reps], [r["alignment"] for r in reps], out / "proofjudge.png",
+                  ylabel="judge-reviewer alignment (%)", colors=["C0"] * len(reps),
+                  hlines=[(s["alignment"], "-", "all replicates"), (0.5, ":", "chance")],
+                  band=None if lo is None else (lo, hi))
 
 
 @hydra_main("proofjudge", ProofJudgeConfig)

@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from data_pipeline.importers import ProofProblem, load_proofbench_problems
-from eval.score import WandbConfig
 from verifier.engine import EndpointConfig, Engine, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
 from verifier.io import JsonlAppender, load_trajectories
 from verifier.judging import JudgeConfig
 from verifier.records import ProofTrajectory
 from verifier.runner import done_ids
+from verifier.results import WandbConfig, log_eval, pct, write_metrics, write_report
 from verifier.templates import as_messages, generation_prompt, split_proof_steps
 
 
@@ -210,22 +210,18 @@ def print_table(doc: dict[str, Any], title: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from eval.metrics import fmt_pct
-
     t = Table(title=f"{title} (accepted only if all {doc['passes']} passes accept; 95% CI over problems)")
     t.add_column("split")
     t.add_column("accepted % [95% CI]", justify="right")
     t.add_column("accepted / n", justify="right")
     acc = doc["acceptance"]
     for key, m in [("overall", acc["overall"])] + list((acc.get("split") or {}).items()):
-        t.add_row(key, fmt_pct(m), f"{m['counts']['accepted']}/{m['counts']['n']}")
+        t.add_row(key, pct(m), f"{m['counts']['accepted']}/{m['counts']['n']}")
     Console(width=110).print(t)
 
 
 def run(cfg: ProverBenchConfig) -> dict[str, Any]:
     """Generate, judge, score and report; returns the metrics document."""
-    from eval.report import write_report
-    from eval.score import write_metrics
     from verifier.io import read_jsonl
 
     out = Path(cfg.out)
@@ -259,8 +255,6 @@ def run(cfg: ProverBenchConfig) -> dict[str, Any]:
         print(f"warning: {missing} proofs had failed requests and were not scored; re-run the same command "
               "to finish them")
     if cfg.wandb.enabled:
-        from eval.wandb_log import log_eval
-
         table_rows = [{"id": t.id, "problem_id": t.problem_id, "split": t.split, "subject": t.subject,
                        "generation_status": t.meta.get("generation_status"),
                        "verdict": rows[t.id]["verdict"], "n_accept": rows[t.id].get("n_accept"),

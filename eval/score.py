@@ -10,34 +10,21 @@
 Writes ``DIR/metrics.json`` (flat metric keys ``rough.tpr``, ``rough.tnr``,
 ``rough.balanced_f1``, ``meta.*`` when grades are given, ``processbench.error_acc``,
 ``processbench.correct_acc``, ``processbench.f1``; each ``{"value", "counts", "ci"}``),
-a Markdown report with PNG plots (``eval.report``), and prints a table.
+a Markdown report with PNG plots (``verifier.results``), and prints a table.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eval.metrics import METRICS, Alignment, Prediction, ScoreOptions, align_ids, fmt_pct, score_predictions
+from eval.metrics import Alignment, Prediction, ScoreOptions, align_ids, score_predictions
 from eval.stats import BootstrapSpec
 from verifier.io import DatasetError, load_records
 from verifier.records import MetaGrade, ProofTrajectory, RecordError
-
-
-@dataclass
-class WandbConfig:
-    """W&B logging (``eval.wandb_log``); offline unless WANDB_API_KEY is set and mode is not forced."""
-
-    enabled: bool = True
-    project: str = "proofverifier-eval"
-    entity: str | None = None
-    name: str | None = None
-    mode: str | None = None  # online | offline | disabled; default: offline without WANDB_API_KEY
-    dir: str | None = None  # default: <out>/wandb
-    tags: list[str] = field(default_factory=list)
+from verifier.results import WandbConfig, log_eval, print_table, write_metrics, write_report
 
 
 @dataclass
@@ -108,40 +95,6 @@ def options(cfg: ScoreConfig) -> ScoreOptions:
     )
 
 
-def print_table(doc: dict[str, Any], title: str = "VerifierBench scores") -> None:
-    """Headline metrics as a rich table (percentages with 95% CIs and counts)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    level = int(round(100 * doc.get("bootstrap", {}).get("level", 0.95)))
-    t = Table(title=f"{title} (n={doc.get('n')}, {level}% CI over problems)")
-    t.add_column("metric")
-    t.add_column("value %", justify="right")
-    t.add_column(f"{level}% CI", justify="right")
-    t.add_column("counts")
-    for name in METRICS:
-        if name not in doc:
-            continue
-        m = doc[name]
-        ci = m.get("ci")
-        ci_s = "—" if not ci or ci[0] is None else f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
-        t.add_row(name, fmt_pct(m, ci=False), ci_s, " ".join(f"{k}={v}" for k, v in m["counts"].items()))
-    Console(width=120).print(t)
-    ids = doc.get("ids") or {}
-    if ids.get("missing_predictions") or ids.get("unknown_predictions"):
-        print(f"ids: {len(ids['missing_predictions'])} gold id(s) without a prediction, "
-              f"{len(ids['unknown_predictions'])} prediction id(s) not in gold (allow_missing=true)")
-
-
-def write_metrics(out: str | os.PathLike, doc: dict[str, Any]) -> Path:
-    path = Path(out) / "metrics.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
-
-
 def run(cfg: ScoreConfig) -> dict[str, Any]:
     """Score, write metrics.json (+ report, plots, W&B), print the table; returns the document."""
     doc, gold, preds = score_files(cfg.gold, cfg.predictions, options(cfg), cfg.allow_missing)
@@ -150,8 +103,6 @@ def run(cfg: ScoreConfig) -> dict[str, Any]:
     path = write_metrics(cfg.out, doc)
     print_table(doc, cfg.title or "VerifierBench scores")
     if cfg.report:
-        from eval.report import write_report
-
         browser_index = cfg.browser_index
         if browser_index is None:  # every report links the judgment browser of its predictions
             from eval.browse import write_browser_for_run
@@ -161,8 +112,6 @@ def run(cfg: ScoreConfig) -> dict[str, Any]:
         write_report(cfg.out, doc, title=cfg.title or f"Scores of {Path(cfg.predictions).name}",
                      browser_index=browser_index)
     if cfg.wandb.enabled:
-        from eval.wandb_log import log_eval
-
         log_eval(cfg.out, doc, cfg=asdict(cfg), wandb_cfg=cfg.wandb, gold=gold, preds=preds)
     print(f"wrote {path}")
     return doc

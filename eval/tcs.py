@@ -20,7 +20,6 @@ Input JSONL: ``id``, ``context``, ``statement``, ``reference_proof``, optional `
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +33,7 @@ from verifier.engine import EndpointConfig
 from verifier.io import read_jsonl, write_jsonl
 from verifier.judging import JudgeConfig
 from verifier.records import RecordError
+from verifier.results import figure, md_table, pct, save_figure, write_markdown, write_metrics
 
 
 @dataclass
@@ -233,7 +233,7 @@ def run(cfg: TCSConfig) -> dict[str, Any]:
         "errors": [str(e) for e in errors],
     }
     write_jsonl(out / "judgments.jsonl", rows)
-    (out / "metrics.json").write_text(json.dumps(result, indent=2))
+    write_metrics(out, result)
     write_report(out, result, cfg)
     c = table["cross_model"]
     print(f"tcs n={len(recs)} acc_a={_f(table['a']['accuracy'])} acc_b={_f(table['b']['accuracy'])} "
@@ -253,47 +253,35 @@ def _f(x: float | None) -> str:
     return "nan" if x is None else f"{x:.3f}"
 
 
-def _pct(x: float | None) -> str:
-    return "–" if x is None else f"{100 * x:.1f}%"
-
-
 def write_report(out: Path, res: dict[str, Any], cfg: TCSConfig) -> None:
-    """Markdown shaped like TCS-Bench's Colosseum results, plus a threshold-sweep PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """Markdown shaped like TCS-Bench's Colosseum results, plus a threshold-sweep PNG (``verifier.results``)."""
     t = res["routing"]
     a, b = cfg.name_a, cfg.name_b
     c = t["cross_model"]
+    systems = [(a, t["a"]), (b, t["b"]), (f"Self-rejection routing ({a}'s verifier)", t["self_rejection"]),
+               (f"Cross-model selection (≤{c['threshold']}/{c['m']} critiques by {b})", c),
+               ("Oracle best-of-two", t["oracle"])]
     lines = [
         "# TCS-Bench judging and routing report", "",
         f"input: `{cfg.input}` ({res['n_records']} tasks, {res['n_skipped']} skipped). Verifier: "
         f"{cfg.verifier_policy.kind} k={cfg.verifier_policy.k} of n={cfg.verifier_policy.n}. Gold from human labels: "
         f"{res['gold_from_human']}, otherwise from the vote verifier.", "",
-        "| System | Accuracy | Solved |", "|---|---|---|",
-        f"| {a} | {_pct(t['a']['accuracy'])} | {t['a']['solved']}/{t['a']['n']} |",
-        f"| {b} | {_pct(t['b']['accuracy'])} | {t['b']['solved']}/{t['b']['n']} |",
-        f"| Self-rejection routing ({a}'s verifier) | {_pct(t['self_rejection']['accuracy'])} | "
-        f"{t['self_rejection']['solved']}/{t['self_rejection']['n']} |",
-        f"| Cross-model selection (≤{c['threshold']}/{c['m']} critiques by {b}) | {_pct(c['accuracy'])} | "
-        f"{c['solved']}/{c['n']} |",
-        f"| Oracle best-of-two | {_pct(t['oracle']['accuracy'])} | {t['oracle']['solved']}/{t['oracle']['n']} |",
+        *md_table(["System", "Accuracy %", "Solved"], ([name, pct(s["accuracy"]), f"{s['solved']}/{s['n']}"]
+                                                         for name, s in systems), align="lrr"),
         "",
-        f"Selection picks {a} on {c['picked_a']} tasks (accuracy {_pct(c['acc_when_a'])}) and {b} on {c['picked_b']} "
-        f"({_pct(c['acc_when_b'])}). Critiques overturn {c['overturned']} self-accepted {a} proofs: {b} correct "
+        f"Selection picks {a} on {c['picked_a']} tasks (accuracy {pct(c['acc_when_a'])}%) and {b} on {c['picked_b']} "
+        f"({pct(c['acc_when_b'])}%). Critiques overturn {c['overturned']} self-accepted {a} proofs: {b} correct "
         f"{c['overturned_b_correct']} times, {a} {c['overturned_a_correct']}.", "",
         f"Critique AUC against gold: {b} judging {a} {_f(res['auc'][f'{b}_on_{a}'])}, "
         f"{a} judging {b} {_f(res['auc'][f'{a}_on_{b}'])}.", "",
-        "Threshold sweep (accuracy): " + ", ".join(f"{k}/{c['m']}: {_pct(v)}" for k, v in t["sweep"].items()), "",
-        f"Verifier accuracy against human labels: {_pct(res['verifier_accuracy_vs_human'])}", "",
+        "Threshold sweep (accuracy %): " + ", ".join(f"{k}/{c['m']}: {pct(v)}" for k, v in t["sweep"].items()), "",
+        f"Verifier accuracy against human labels: {pct(res['verifier_accuracy_vs_human'])}%", "",
         f"Calls by parse status (unparseable votes/critiques count as rejections): {res['parse_counts']}", "",
         "![threshold sweep](tcs_sweep.png)", ""]
     lines += [f"- skipped: {e}" for e in res["errors"]]
-    (out / "report.md").write_text("\n".join(lines))
+    write_markdown(out, lines)
     if t["a"]["n"]:
-        fig, ax = plt.subplots(figsize=(6, 3.2))
+        fig, ax = figure((6, 3.2))
         ks = list(t["sweep"])
         ax.plot(ks, [100 * t["sweep"][k] for k in ks], "o-", label="cross-model selection")
         for key, style, lab in (("a", ":", a), ("b", "--", b), ("oracle", "-.", "oracle best-of-two"),
@@ -302,9 +290,7 @@ def write_report(out: Path, res: dict[str, Any], cfg: TCSConfig) -> None:
         ax.set_xlabel(f"threshold t (submit {b} when ≤ t of {c['m']} critiques accept {a})")
         ax.set_ylabel("accuracy (%)")
         ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / "tcs_sweep.png", dpi=120)
-        plt.close(fig)
+        save_figure(fig, out / "tcs_sweep.png")
 
 
 @hydra_main("tcs", TCSConfig)

@@ -3,7 +3,11 @@
 ``python -m eval.verifierbench data=PATH out=DIR verifier.base_url=URL verifier.model=NAME
 [judge.n=8 judge.policy=pessimistic] [meta.kind=rule|llm meta.endpoint.base_url=URL ...]``
 
-1. The verifier endpoint judges each trajectory with ``judge.n`` passes under
+``python -m eval.verifierbench data=PATH out=DIR engine=offline offline.model=CHECKPOINT_DIR [offline.*=...]``
+judges with an in-process ``vllm.LLM`` (``verifier.offline``) on a checkpoint instead of a served
+endpoint: how ``training/grpo.py`` evaluates its saved ``DIR/final`` on the held-out set.
+
+1. The verifier (endpoint or offline engine) judges each trajectory with ``judge.n`` passes under
    ``judge.policy`` (``verifier.judging``: seeds per pass, pass cache, early stop off by default).
 2. The meta-verifier (``verifier.meta_verifier``: the B.3 prompt on its own endpoint, or the
    rule-based one) grades the verification that carries the decision: for a rejection the
@@ -14,7 +18,10 @@
    meta grade) as each judgment completes: a killed run resumes where it stopped (finished
    ids are skipped; passes come back from ``DIR/pass_cache.sqlite``) and re-grades the rows
    whose meta grade is null; ``run.meta_failed`` in ``metrics.json`` counts grades still null.
-4. ``eval.score`` on that file: ``DIR/metrics.json``, ``DIR/report.md``, plots, W&B.
+4. ``eval.score`` on that file: ``DIR/metrics.json``, ``DIR/report.md``, plots, W&B
+   (``verifier.results``). ``grade_every_pass=true`` also meta-grades every pass: ``per_pass``
+   (each pass scored as its own verdict), ``mean_reward`` (the GRPO meta reward per pass,
+   unparseable = 0), ``per_record_reward`` and ``parse_failure_rate`` in metrics.json.
 """
 
 from __future__ import annotations
@@ -26,11 +33,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from eval.metrics import ScoreOptions
-from eval.score import WandbConfig
 from verifier.engine import EndpointConfig, Engine, OpenAIEngine, SamplingConfig
+from verifier.io import read_jsonl
 from verifier.judging import JudgeConfig
+from verifier.offline import OfflineConfig
 from verifier.records import (
     NO_STEP,
+    MetaGrade,
     MetaVerification,
     ParseStatus,
     ProofTrajectory,
@@ -38,6 +47,7 @@ from verifier.records import (
     Verdict,
     VerificationOutput,
 )
+from verifier.results import WandbConfig, log_eval, print_table, write_metrics, write_report
 
 
 @dataclass
@@ -60,7 +70,9 @@ class VerifierBenchConfig:
     data: str = "???"  # gold: our JSONL, ProcessBench .json or OPC .parquet
     out: str = "???"
     limit: int | None = None  # first N records (smoke runs)
+    engine: str = "endpoint"  # endpoint: the served `verifier`; offline: vllm.LLM on `offline.model` (a checkpoint)
     verifier: EndpointConfig = field(default_factory=EndpointConfig)
+    offline: OfflineConfig = field(default_factory=OfflineConfig)  # engine=offline: model dir + vllm.LLM options
     judge: JudgeConfig = field(default_factory=lambda: JudgeConfig(with_reference=False, max_tokens=4096))
     meta: MetaConfig = field(default_factory=MetaConfig)
     meta_threshold: str = "BASIC_MATCH"
@@ -69,10 +81,38 @@ class VerifierBenchConfig:
     ci_level: float = 0.95
     breakdowns: list[str] = field(default_factory=lambda: ["split", "subject"])
     cache: bool = True  # DIR/pass_cache.sqlite
+    grade_every_pass: bool = False  # also meta-grade every pass: per_pass metrics, mean_reward (training's held-out)
     progress: bool = True
     title: str | None = None
     browser_index: str | None = None
     wandb: WandbConfig = field(default_factory=WandbConfig)
+
+
+def verifier_engine(cfg: VerifierBenchConfig):
+    """The verifier engine: the served endpoint, or ``vllm.LLM`` in this process on ``offline.model``."""
+    if cfg.engine == "endpoint":
+        return OpenAIEngine(cfg.verifier)
+    if cfg.engine == "offline":
+        from verifier.offline import VLLMOfflineEngine
+
+        return VLLMOfflineEngine(cfg.offline)
+    raise ValueError(f"engine must be endpoint or offline, got {cfg.engine!r}")
+
+
+def verifier_name(cfg: VerifierBenchConfig) -> str:
+    """The judged model as reports name it (the endpoint's model, or the offline checkpoint)."""
+    if cfg.engine == "offline":
+        return cfg.offline.served_model_name or str(cfg.offline.model)
+    return str(cfg.verifier.model)
+
+
+def check_config(cfg: VerifierBenchConfig) -> None:
+    """Errors before any work: an unknown engine, an offline checkpoint that is not a model directory."""
+    if cfg.engine not in ("endpoint", "offline"):
+        raise ValueError(f"engine must be endpoint or offline, got {cfg.engine!r}")
+    if cfg.engine == "offline" and not (Path(cfg.offline.model) / "config.json").exists():
+        raise FileNotFoundError(f"offline.model={cfg.offline.model!r}: not a model directory (no config.json); "
+                                "pass a saved checkpoint, e.g. a training run's DIR/final")
 
 
 def make_meta_verifier(cfg: MetaConfig):
@@ -113,11 +153,6 @@ def meta_fields(m: MetaVerification, index: int) -> dict[str, Any]:
             "meta_status": m.status.value, "meta_rationale": m.rationale, "meta_detail": m.detail}
 
 
-def verifier_engine(cfg: VerifierBenchConfig) -> Engine:
-    """The verifier's engine (the one place it is built)."""
-    return OpenAIEngine(cfg.verifier)
-
-
 def meta_post(meta: Any):
     """The runner's post-step: grade the representative pass of a judgment (null grade = failed, counted)."""
     from verifier.judging import row_to_judgment
@@ -147,14 +182,18 @@ def judge_and_grade(records: Sequence[ProofTrajectory], cfg: VerifierBenchConfig
     from verifier.judging import PassCache
     from verifier.runner import judge
 
+    own = engine is None  # built here: closed here (the offline engine holds a vLLM process and memory)
+    engine = verifier_engine(cfg) if own else engine
     cache = PassCache(out / "pass_cache.sqlite") if cfg.cache else None
     try:
-        res = judge(records, engine or verifier_engine(cfg), cfg.judge, out / "judgments.jsonl",
+        res = judge(records, engine, cfg.judge, out / "judgments.jsonl",
                     columns=lambda t: {"problem_id": t.problem_id}, post=meta_post(make_meta_verifier(cfg.meta)),
                     post_ok=graded, cache=cache, progress=cfg.progress, desc="verifierbench")
     finally:
         if cache is not None:
             cache.close()
+        if own and hasattr(engine, "close"):
+            engine.close()
     s = res.summary
     failed = sum(not graded(r) for r in res.rows.values())
     return {"already_done": s["already_done"], "judged": s["judged"], "incomplete": s["failed"],
@@ -163,12 +202,45 @@ def judge_and_grade(records: Sequence[ProofTrajectory], cfg: VerifierBenchConfig
             "cached_passes": s["cached_passes"]}
 
 
+def grade_passes(records: Sequence[ProofTrajectory], rows: dict[str, dict[str, Any]], cfg: VerifierBenchConfig,
+                 opts: ScoreOptions) -> dict[str, Any]:
+    """Meta-grade every pass (the GRPO meta reward of section 4.3 on held-out data; unparseable = 0).
+
+    Returns ``per_pass`` (each pass scored as its own verdict: single-pass TPR / TNR / Balanced F1),
+    ``mean_reward`` (over passes), ``per_record_reward`` (mean over each record's passes, in
+    record order) and ``parse_failure_rate``.
+    """
+    from eval.metrics import Prediction, score_predictions
+    from eval.score import flatten
+    from verifier.judging import row_to_judgment
+
+    scored = [t for t in records if t.id in rows]
+    judgments = [row_to_judgment(rows[t.id]) for t in scored]
+    todo = [(t, p) for t, j in zip(scored, judgments) for p in j.passes if p.ok]
+    grades = iter(make_meta_verifier(cfg.meta).grade_batch(todo))
+    pp_gold, pp_preds, per_record, rewards, unparsed = [], {}, [], [], 0
+    for t, j in zip(scored, judgments):
+        rec = []
+        for i, p in enumerate(j.passes):
+            g = next(grades).grade if p.ok else None
+            unparsed += not p.ok
+            rec.append(0.0 if g is None else g.reward)
+            key = f"{t.id}#{i}"
+            pp_gold.append(dataclasses.replace(t, id=key))
+            pp_preds[key] = Prediction(key, p.verdict if p.ok else None, p.first_error_step,
+                                       g if p.ok else MetaGrade.WRONG_POLARITY, has_meta=True)
+        rewards += rec
+        per_record.append(sum(rec) / len(rec) if rec else 0.0)
+    per_pass = score_predictions(pp_gold, pp_preds, dataclasses.replace(opts, breakdowns=(), k_curve=False))
+    return {"per_pass": flatten(per_pass), "mean_reward": sum(rewards) / max(1, len(rewards)),
+            "per_record_reward": per_record, "parse_failure_rate": unparsed / max(1, len(rewards))}
+
+
 def run(cfg: VerifierBenchConfig) -> dict[str, Any]:
     """Judge, meta-verify, score and report; returns the metrics document."""
     from data_pipeline.importers import load_any
     from eval.metrics import align_ids, score_predictions
-    from eval.report import write_report
-    from eval.score import flatten, load_predictions, options, print_table, write_metrics
+    from eval.score import flatten, load_predictions, options
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -179,6 +251,7 @@ def run(cfg: VerifierBenchConfig) -> dict[str, Any]:
     if missing:
         raise RecordError(missing[0], "annotation", f"VerifierBench needs expert annotations "
                                                      f"({len(missing)} record(s) without one)")
+    check_config(cfg)
     (out / "config.json").write_text(json.dumps(asdict(_redacted(cfg)), indent=2, default=str) + "\n")
     counts = judge_and_grade(records, cfg, out)
     preds = load_predictions(out / "judgments.jsonl")
@@ -186,12 +259,15 @@ def run(cfg: VerifierBenchConfig) -> dict[str, Any]:
                    allow_missing=True)
     opts: ScoreOptions = options(_score_cfg(cfg))
     doc = flatten(score_predictions(records, preds, opts), al)
+    if cfg.grade_every_pass:
+        rows = {str(r["id"]): r for r in read_jsonl(out / "judgments.jsonl")}
+        doc.update(grade_passes(records, rows, cfg, opts))
     doc["run"] = {**counts, "policy": cfg.judge.policy, "n_passes": cfg.judge.n, "meta": cfg.meta.kind,
-                  "verifier": cfg.verifier.model}
+                  "engine": cfg.engine, "verifier": verifier_name(cfg)}
     doc["inputs"] = {"data": str(cfg.data), "judgments": str(out / "judgments.jsonl")}
     doc["config"] = asdict(_redacted(cfg))
     path = write_metrics(out, doc)
-    title = cfg.title or f"VerifierBench: {cfg.verifier.model} ({cfg.judge.policy}, n={cfg.judge.n})"
+    title = cfg.title or f"VerifierBench: {verifier_name(cfg)} ({cfg.judge.policy}, n={cfg.judge.n})"
     print_table(doc, title)
     browser_index = cfg.browser_index
     if browser_index is None:  # the report links the judgment browser of this run (eval.browse)
@@ -206,8 +282,6 @@ def run(cfg: VerifierBenchConfig) -> dict[str, Any]:
         print(f"warning: {counts['meta_failed']} meta grades failed (null, scored as not matching); "
               "re-run the same command to re-grade them")
     if cfg.wandb.enabled:
-        from eval.wandb_log import log_eval
-
         log_eval(out, doc, cfg=asdict(_redacted(cfg)), wandb_cfg=cfg.wandb, gold=records, preds=preds)
     print(f"wrote {path} and {report}")
     return doc

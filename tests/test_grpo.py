@@ -31,6 +31,7 @@ def _tiny(tiny_model) -> list[str]:
     return [f"model.name_or_path={tiny_model}"]
 
 
+@pytest.mark.vllm
 def test_smoke_accelerate_launch_writes_checkpoint_metrics_and_offline_wandb(tmp_path, tiny_model):
     out = tmp_path / "smoke"
     # the contract command; on a cluster add --config_file launch/accelerate/<zero2|zero3|...>.yaml
@@ -48,8 +49,10 @@ def test_smoke_accelerate_launch_writes_checkpoint_metrics_and_offline_wandb(tmp
     for key in ("meta/judge_latency_s", "meta/batch_parse_failure_rate", "meta/grade_frac/UNPARSEABLE",
                 "rewards/rough_reward/mean", "rewards/format_reward/mean", "rough/parse_failure_rate"):
         assert key in steps[0], key
-    # held-out metrics in the eval.score layout
+    # held-out metrics in the eval.score layout, from VerifierBench on DIR/final
     m = json.loads((out / "metrics.json").read_text())
+    assert m["heldout"]["model"] == str(out / "final")
+    assert len((out / "heldout" / "judgments.jsonl").read_text().splitlines()) == 8
     for key in ("rough.tpr", "rough.tnr", "rough.balanced_f1", "meta.balanced_f1"):
         assert "value" in m[key] and "ci" in m[key]
     assert m["n"] == 8 and m["run"]["train"]["global_step"] == 4
@@ -65,6 +68,46 @@ def test_smoke_accelerate_launch_writes_checkpoint_metrics_and_offline_wandb(tmp
     assert b"experiment_name" in log and b"smoke" in log
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["experiment_name"] == "smoke" and cfg["grpo"]["max_steps"] == 4
+
+
+@pytest.mark.vllm
+def test_heldout_evaluation_is_verifierbench_on_the_saved_checkpoint(tmp_path, tiny_model):
+    """One evaluation path: GRPO saves DIR/final, then eval.verifierbench judges it with vllm.LLM offline.
+
+    The held-out judgments (n passes per held-out row) are under the run, written by the
+    VerifierBench path, and the run's metrics.json equals ``eval.score`` on those judgments.
+    """
+    from eval.score import ScoreConfig
+    from eval.score import run as score
+    from training.grpo import GRPORunConfig, run
+    from verifier.config import compose
+    from verifier.io import read_jsonl
+
+    out = tmp_path / "run"
+    cfg = compose("grpo", GRPORunConfig, ["experiment=smoke", f"output_dir={out}", *_tiny(tiny_model),
+                                          "grpo.max_steps=1", "grpo.save_steps=1", "data.n_eval=5",
+                                          "eval.n_passes=3", "eval.max_new_tokens=12", "eval.bootstrap_n=100",
+                                          "eval.offline.kv_cache_memory_bytes=64M", "eval.progress=false",
+                                          "wandb.enabled=false"])
+    m = run(cfg)
+    final = out / "final"
+    assert (final / "config.json").exists() and (final / "tokenizer_config.json").exists()
+    rows = read_jsonl(out / "heldout" / "judgments.jsonl")
+    held = read_jsonl(out / "heldout" / "held_out.jsonl")
+    assert len(rows) == len(held) == 5 and {r["id"] for r in rows} == {h["id"] for h in held}
+    assert all(len(r["passes"]) == 3 and r["model"] == str(final) for r in rows)  # the trained checkpoint judged
+    assert all("meta_grade" in r for r in rows)  # graded by the reward's (rule) meta-verifier
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved["heldout"]["engine"] == "offline" and saved["heldout"]["model"] == str(final)
+    assert saved["run"]["train"]["global_step"] == 1 and saved["eval_config"]["n_passes"] == 3
+    assert (out / "heldout" / "report.md").exists() and (out / "heldout" / "tpr_tnr.png").exists()
+    assert 0.0 <= saved["mean_reward"] <= 1.0 and len(saved["per_record_reward"]) == 5
+    ref = score(ScoreConfig(gold=str(out / "heldout" / "held_out.jsonl"),
+                            predictions=str(out / "heldout" / "judgments.jsonl"), out=str(tmp_path / "score"),
+                            bootstrap_n=100, bootstrap_seed=0, report=False))
+    for key in ("rough.tpr", "rough.tnr", "rough.balanced_f1", "meta.tpr", "meta.tnr", "meta.balanced_f1"):
+        assert saved[key] == ref[key] == m[key], key
+    assert saved["n"] == ref["n"] == 5
 
 
 def test_llm_meta_reward_for_a_few_grpo_steps(tmp_path, tiny_model, endpoint):
@@ -176,8 +219,9 @@ def test_configs_compose_for_every_experiment_and_model():
     assert not compose("grpo", GRPORunConfig, ["model=qwen3_8b_full"]).model.lora.enabled
 
 
+@pytest.mark.vllm
 def test_lora_grpo_step_in_process(tmp_path, tiny_model):
-    """The PEFT LoRA path: one GRPO step, adapter merged for the held-out evaluation."""
+    """The PEFT LoRA path: one GRPO step, the adapter saved, a merged copy judged by VerifierBench."""
     from training.grpo import GRPORunConfig, run
     from verifier.config import compose
 
@@ -185,11 +229,22 @@ def test_lora_grpo_step_in_process(tmp_path, tiny_model):
                                           *_tiny(tiny_model), "grpo.max_steps=1", "grpo.save_steps=1",
                                           "data.n_eval=4", "wandb.enabled=false"])
     m = run(cfg)
-    assert (tmp_path / "lora" / "final" / "adapter_config.json").exists()
-    assert m["n"] == 4 and "meta.balanced_f1" in m
+    out = tmp_path / "lora"
+    assert (out / "final" / "adapter_config.json").exists()
+    assert (out / "final_merged" / "config.json").exists() and not (out / "final_merged" / "adapter_config.json").exists()
+    assert m["n"] == 4 and "meta.balanced_f1" in m and m["heldout"]["model"] == str(out / "final_merged")
+    # the merged copy is a plain checkpoint of the base architecture (what vLLM loads), no adapter weights
+    from safetensors import safe_open
+
+    def keys(d):
+        with safe_open(str(d / "model.safetensors"), "pt") as f:
+            return set(f.keys())
+
+    assert keys(out / "final_merged") == keys(Path(tiny_model))
 
 
 @pytest.mark.slow
+@pytest.mark.vllm
 def test_table3_sweep_and_ablation_report(tmp_path, tiny_model):
     """`python training/grpo.py -m experiment=...` over the whole ladder, then `python -m eval.report`."""
     ladder = "base,rough_rl,meta_ver_rl,extra_ann,pos_aug,pess_ver"
@@ -215,6 +270,7 @@ def test_table3_sweep_and_ablation_report(tmp_path, tiny_model):
 
 
 @pytest.mark.slow
+@pytest.mark.vllm
 def test_submitit_local_launcher_runs_a_job(tmp_path, tiny_model):
     """The submitit launcher config (configs/hydra/launcher/slurm*.yaml) on local processes: one eval-only job."""
     out = tmp_path / "base"

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from eval.metrics import PassResult, Prediction, ScoreOptions, score_predictions
-from eval.report import ReportConfig, ablation_table, find_runs, plot_tpr_tnr, run, write_report
-from eval.score import flatten, write_metrics
+from eval.report import ReportConfig, ablation_table, find_runs, run
+from eval.score import flatten
 from eval.stats import BootstrapSpec
-from eval.wandb_log import flat_metrics, resolve_mode
 from verifier.config import compose
+from verifier.results import flat_metrics, plot_tpr_tnr, resolve_mode, write_metrics, write_report
 from verifier.records import Annotation, MetaGrade, ProofTrajectory, Verdict
 
 REPO = Path(__file__).resolve().parents[1]

@@ -173,3 +173,15 @@ def test_bad_config_and_unannotated_data(endpoint, tmp_path):
 
     with pytest.raises(ValueError, match="meta.kind must be rule or llm"):
         make_meta_verifier(cfg.meta)
+
+
+def test_engine_choice_is_checked_before_any_judging(gold, tmp_path):
+    """engine=offline needs a model directory (e.g. a training run's DIR/final); errors name the key."""
+    base = [f"data={gold}", f"out={tmp_path / 'o'}", "wandb.enabled=false", "progress=false"]
+    cfg = compose("verifierbench", VerifierBenchConfig, [*base, "engine=offline", f"offline.model={tmp_path / 'nope'}"])
+    with pytest.raises(FileNotFoundError, match="offline.model=.*not a model directory"):
+        run(cfg)
+    cfg = compose("verifierbench", VerifierBenchConfig, [*base, "engine=vllm"])
+    with pytest.raises(ValueError, match="engine must be endpoint or offline"):
+        run(cfg)
+    assert not (tmp_path / "o" / "judgments.jsonl").exists()

@@ -7,7 +7,11 @@ Hydra config (``configs/grpo.yaml``, schema :class:`GRPORunConfig`) -> GRPO data
 (``data_pipeline.grpo_dataset``) -> model and tokenizer (any Hugging Face path; the tiny
 local model is built on demand when the default path is missing) -> optional PEFT LoRA
 -> ``trl.GRPOConfig`` / ``trl.GRPOTrainer`` with the rewards of ``training/rewards.py``
--> held-out evaluation (``training/heldout.py``) written to ``DIR/metrics.json``.
+-> every rank saves the final weights to ``DIR/final`` (``trainer.save_model`` gathers ZeRO-3
+shards; LoRA: the adapter there and a merged copy in ``DIR/final_merged``) -> on the main process,
+after all ranks finished, the held-out evaluation is the VerifierBench path
+(``eval.verifierbench.run``: ``vllm.LLM`` offline on the saved checkpoint, or a served endpoint),
+graded by the reward's meta-verifier, in ``DIR/heldout/``; its metrics go to ``DIR/metrics.json``.
 
 Generation runs in-process (CPU, small GPUs) or through TRL's vLLM modes
 (``grpo.use_vllm=true grpo.vllm_mode=server|colocate``). Checkpoints are written under
@@ -18,6 +22,7 @@ completions table with the meta-verifier's grade and rationale; offline when no 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -32,9 +37,10 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # `accelerate launch training/grpo.py` puts training/ first on the path
     sys.path.insert(0, str(REPO))
 
-from training.heldout import EvalConfig
 from training.rewards import RewardConfig
 from verifier.config import redact
+from verifier.engine import EndpointConfig
+from verifier.offline import OfflineConfig
 
 log = logging.getLogger("training.grpo")
 
@@ -126,6 +132,32 @@ class GRPOSettings:
     # so that a failed meta-verifier call (None) is neutral (``reward_aggregation``)
     multi_objective_aggregation: str = "auto"
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EvalConfig:
+    """Held-out evaluation after training (section 5.4, Table 3): VerifierBench on the saved checkpoint.
+
+    ``engine=offline`` judges ``DIR/final`` (LoRA: ``DIR/final_merged``) with ``vllm.LLM`` in the main
+    process (``offline.*``: its options; ``offline.model`` is set to the checkpoint). ``engine=endpoint``
+    judges on a served endpoint (``endpoint.*``, e.g. ``python -m verifier.serve model=DIR/final``).
+    The meta-verifier is the reward's (``reward.meta_judge``, ``reward.endpoint``).
+    """
+
+    enabled: bool = True
+    n_passes: int = 1  # judge.n
+    aggregation: str = "pessimistic"  # judge.policy: pessimistic | k_of_n | majority (pess_ver: pessimistic, 8)
+    k: int | None = None
+    max_new_tokens: int = 32  # judge.max_tokens
+    temperature: float = 1.0
+    top_p: float = 1.0
+    meta_threshold: str = "BASIC_MATCH"
+    bootstrap_n: int = 1000
+    seed: int = 0  # judge.run_seed and bootstrap seed
+    engine: str = "offline"  # offline | endpoint
+    offline: OfflineConfig = field(default_factory=OfflineConfig)
+    endpoint: EndpointConfig = field(default_factory=EndpointConfig)
+    progress: bool = True
 
 
 @dataclass
@@ -288,7 +320,7 @@ def wandb_mode(settings: WandbSettings) -> str:
     >>> wandb_mode(WandbSettings(enabled=False)), wandb_mode(WandbSettings(mode="offline"))
     ('disabled', 'offline')
     """
-    from eval.wandb_log import resolve_mode
+    from verifier.results import resolve_mode
 
     if not settings.enabled:
         return "disabled"
@@ -432,8 +464,9 @@ def _truncate_prompt(dataset, tokenizer, max_tokens: int | None):
     return dataset.map(cut)
 
 
-def train(cfg: GRPORunConfig, out: Path, train_trajs, run) -> tuple[Any, Any, dict[str, Any]]:
-    """Run GRPO; returns (model, tokenizer, training summary)."""
+def train(cfg: GRPORunConfig, out: Path, train_trajs, run) -> dict[str, Any]:
+    """Run GRPO on every rank and save the final weights; returns the training summary (``final``: the
+    checkpoint directory the held-out evaluation loads)."""
     from trl import GRPOTrainer
 
     from data_pipeline.grpo_dataset import build_grpo_dataset
@@ -464,26 +497,111 @@ def train(cfg: GRPORunConfig, out: Path, train_trajs, run) -> tuple[Any, Any, di
     trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=args, train_dataset=dataset,
                           processing_class=tokenizer, peft_config=peft_config)
     result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
-    trainer.save_model(str(out / "final"))
-    tokenizer.save_pretrained(str(out / "final"))
+    final = save_final(trainer, tokenizer, out, cfg, lora=peft_config is not None)
     meta = next((f for f in funcs if hasattr(f, "total")), None)
     summary = {"global_step": trainer.state.global_step, "train_loss": result.training_loss,
-               "resumed_from": resume_from.name if resume_from else None,
+               "resumed_from": resume_from.name if resume_from else None, "final": str(final),
                "log_history": trainer.state.log_history}
     if meta is not None:
         t = meta.total
         summary["meta_reward"] = {"completions": t.n, "unparseable": t.n_unparseable, "judged": t.n_judged,
                                   "judge_failed": t.n_failed, "grades": dict(t.grades),
                                   "judge_latency_s_total": round(t.latency_s, 3)}
-    policy = trainer.model
-    if peft_config is not None and hasattr(policy, "merge_and_unload"):
-        policy = policy.merge_and_unload()
-    return policy, tokenizer, summary
+    del trainer, model  # free the training copy before vLLM loads the checkpoint
+    _free_memory()
+    return summary
+
+
+def save_final(trainer, tokenizer, out: Path, cfg: GRPORunConfig, lora: bool) -> Path:
+    """Every rank saves the final weights; returns the directory vLLM evaluates (all ranks agree on it).
+
+    ``trainer.save_model`` is collective under DeepSpeed ZeRO-3 (it gathers the shards) and writes on
+    the main process only, so every rank must call it. LoRA: ``DIR/final`` holds the adapter, and the
+    main process also writes ``DIR/final_merged`` (base + adapter merged, reloaded from disk on CPU,
+    no collective), which vLLM loads like any model. The ranks meet once more after that.
+    """
+    final = out / "final"
+    trainer.save_model(str(final))
+    acc = trainer.accelerator
+    if acc.is_main_process:
+        tokenizer.save_pretrained(str(final))
+        if lora:
+            merge_adapter(cfg.init_from or cfg.model.name_or_path, final, out / "final_merged", cfg.model)
+            tokenizer.save_pretrained(str(out / "final_merged"))
+    acc.wait_for_everyone()
+    return out / "final_merged" if lora else final
+
+
+def merge_adapter(base: str, adapter: Path, dest: Path, model_cfg: ModelConfig) -> Path:
+    """Base model + the saved LoRA adapter, merged and saved as a plain checkpoint (for vLLM)."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
+    m = AutoModelForCausalLM.from_pretrained(ensure_model(base), dtype=dtype[model_cfg.dtype],
+                                             trust_remote_code=model_cfg.trust_remote_code)
+    merged = PeftModel.from_pretrained(m, str(adapter)).merge_and_unload()
+    merged.save_pretrained(str(dest))
+    return dest
+
+
+def _free_memory() -> None:
+    """Collect the dropped trainer (model, optimizer) and return cached GPU memory before vLLM starts."""
+    import gc
+
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:
+        pass
+
+
+def heldout_config(cfg: GRPORunConfig, out: Path, data_path: Path, model_dir: str):
+    """The VerifierBench config of the held-out evaluation (the same path as ``python -m eval.verifierbench``)."""
+    from eval.verifierbench import MetaConfig, VerifierBenchConfig
+    from verifier.results import WandbConfig
+
+    e, r = cfg.eval, cfg.reward
+    meta = MetaConfig(kind=r.meta_judge, endpoint=r.endpoint, temperature=r.judge_temperature,
+                      max_tokens=r.endpoint.max_tokens or r.judge_max_tokens, run_seed=cfg.grpo.seed, near=r.near,
+                      show_reasoning=r.judge_sees_reasoning)
+    judge = dataclasses.replace(VerifierBenchConfig().judge, n=e.n_passes, policy=e.aggregation, k=e.k,
+                                early_stop=False, run_seed=e.seed, with_reference=cfg.data.with_reference,
+                                template=cfg.data.prompt_template, temperature=e.temperature, top_p=e.top_p,
+                                max_tokens=e.max_new_tokens)
+    offline = dataclasses.replace(e.offline, model=str(model_dir))
+    return VerifierBenchConfig(data=str(data_path), out=str(out), engine=e.engine,
+                               verifier=e.endpoint, offline=offline, judge=judge, meta=meta,
+                               meta_threshold=e.meta_threshold, bootstrap_n=e.bootstrap_n, bootstrap_seed=e.seed,
+                               grade_every_pass=True, progress=e.progress,
+                               title=f"{cfg.experiment_name}: held-out VerifierBench", wandb=WandbConfig(enabled=False))
+
+
+def evaluate_heldout(cfg: GRPORunConfig, out: Path, trajs, model_dir: str) -> dict[str, Any]:
+    """Main process only, no collective: VerifierBench on the held-out trajectories, in ``out/heldout``."""
+    from eval.verifierbench import run as verifierbench
+    from verifier.io import write_jsonl
+
+    d = out / "heldout"
+    d.mkdir(parents=True, exist_ok=True)
+    data = d / "held_out.jsonl"
+    write_jsonl(data, trajs)
+    doc = verifierbench(heldout_config(cfg, d, data, model_dir))
+    doc["heldout"] = {**doc.pop("run"), "dir": str(d), "model": str(model_dir)}
+    doc["label"] = cfg.experiment_name
+    ev = dataclasses.asdict(cfg.eval)
+    ev["endpoint"]["api_key"] = "***" if ev["endpoint"].get("api_key") else None
+    doc["eval_config"] = ev
+    return doc
 
 
 def run(cfg: GRPORunConfig) -> dict[str, Any]:
-    """Train (unless ``train=false``) and evaluate one configuration; returns the metrics dict."""
-    from training.heldout import evaluate_model, write_metrics
+    """Train (unless ``train=false``) and evaluate one configuration; returns the metrics dict (main process)."""
+    from verifier.results import flat_metrics, write_metrics
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     out = Path(cfg.output_dir)
@@ -498,24 +616,23 @@ def run(cfg: GRPORunConfig) -> dict[str, Any]:
     if cfg.train:
         if not train_trajs:
             raise ValueError("no training trajectories (check data.source / data.train_path)")
-        model, tokenizer, tsum = train(cfg, out, train_trajs, wb)
+        tsum = train(cfg, out, train_trajs, wb)  # every rank; the final weights are on disk when it returns
+        model_dir = tsum["final"]
         summary["train"] = {k: v for k, v in tsum.items() if k != "log_history"}
-        (out / "train_log.json").write_text(json.dumps(tsum["log_history"], indent=1))
-        # Always on disk, also with eval.enabled=false: reward-judge counts, grades, steps.
-        (out / "train_summary.json").write_text(json.dumps(summary, indent=1, default=str))
-    else:
-        model, tokenizer, _ = load_model(cfg.model, cfg.init_from)
+        if is_main:
+            (out / "train_log.json").write_text(json.dumps(tsum["log_history"], indent=1))
+            # Always on disk, also with eval.enabled=false: reward-judge counts, grades, steps.
+            (out / "train_summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    else:  # the `base` row: the initial model, evaluated as it is
+        model_dir = ensure_model(cfg.init_from or cfg.model.name_or_path)
     metrics: dict[str, Any] = {}
     if cfg.eval.enabled and eval_trajs and is_main:
-        metrics = evaluate_model(model, tokenizer, eval_trajs, cfg.eval, cfg.data.with_reference,
-                                 out_dir=out, label=cfg.experiment_name, template=cfg.data.prompt_template)
+        metrics = evaluate_heldout(cfg, out, eval_trajs, model_dir)
         metrics["run"] = summary
         write_metrics(out, metrics)
         if wb is not None:
-            from eval.wandb_log import flat_metrics
-
-            flat = {f"eval/{k}": v for k, v in flat_metrics(metrics).items()}
-            flat.update({f"eval/{k}": metrics[k] for k in ("mean_reward", "parse_failure_rate")})
+            flat = {f"eval/{k}": v for k, v in flat_metrics(metrics).items()
+                    if not k.startswith(("config/", "eval_config/", "inputs/", "ids/"))}
             wb.log(flat)
             wb.summary.update(flat)
     if wb is not None:
