@@ -102,7 +102,7 @@ def test_post_step_failures_are_kept_counted_and_redone(endpoint, trajs, tmp_pat
 
 def test_failed_requests_are_not_written(trajs, tmp_path):
     dead = EndpointConfig(base_url=f"http://127.0.0.1:{free_port()}/v1", api_key="x", model="m",
-                          max_retries=0, backoff_s=0.01, timeout_s=5)
+                          max_retries=0, timeout_s=5)
     res = judge(trajs[:2], OpenAIEngine(dead), CFG, tmp_path / "j.jsonl")
     assert res.summary["failed"] == 2 and res.summary["written"] == 0
     assert res.summary["status"] == {"request_failed": 2}
