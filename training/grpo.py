@@ -72,11 +72,11 @@ class ModelConfig:
 class DataConfig:
     """Where the GRPO trajectories come from (section 4.1-4.3)."""
 
-    source: str = "synthetic"  # synthetic | processbench | jsonl
+    source: str = "jsonl"  # jsonl | processbench | synthetic (the tiny profile's stand-in)
     train_path: str | None = None  # jsonl: trajectory JSONL; processbench: a split file (default gsm8k)
     eval_path: str | None = None  # held-out trajectories (jsonl); default: a held-out slice of the source
-    n_train: int = 64
-    n_eval: int = 32
+    n_train: int | None = None  # cap on training records (None: all); profile=cpu_tiny caps it
+    n_eval: int | None = None  # cap on held-out records (None: all)
     seed: int = 0
     variant: str = "base"  # label of the Table 3 data ablation (base | extra_ann | pos_aug)
     with_reference: bool = False
@@ -86,18 +86,22 @@ class DataConfig:
 
 @dataclass
 class GRPOSettings:
-    """The ``trl.GRPOConfig`` fields a run sets; ``extra`` passes any other GRPOConfig field."""
+    """The ``trl.GRPOConfig`` fields a run sets; ``extra`` passes any other GRPOConfig field.
 
-    max_steps: int = 4
+    Defaults are real-model values (``configs/profile/cluster.yaml``); the tiny CPU sizes live in
+    ``configs/profile/cpu_tiny.yaml``.
+    """
+
+    max_steps: int = 500
     num_train_epochs: float = 1.0
     per_device_train_batch_size: int = 8
-    gradient_accumulation_steps: int = 1
-    num_generations: int = 4
-    max_completion_length: int = 32
+    gradient_accumulation_steps: int = 4
+    num_generations: int = 8
+    max_completion_length: int = 4096
     max_prompt_length: int | None = None  # left-truncate prompts to this many tokens (None: keep)
-    learning_rate: float = 1e-5
+    learning_rate: float = 1e-6
     lr_scheduler_type: str = "constant"
-    warmup_steps: int = 0
+    warmup_steps: int = 10
     beta: float = 0.0  # KL coefficient (0: no reference model)
     loss_type: str = "dapo"
     scale_rewards: str = "group"
@@ -105,10 +109,10 @@ class GRPOSettings:
     top_p: float = 1.0
     num_iterations: int = 1
     logging_steps: int = 1
-    save_steps: int = 2
-    save_total_limit: int | None = None
+    save_steps: int = 50
+    save_total_limit: int | None = 3  # checkpoints kept (None: all)
     seed: int = 0
-    bf16: bool = False
+    bf16: bool | None = None  # None: TRL's default (bf16 unless fp16); profile=cpu_tiny sets false
     fp16: bool = False
     use_vllm: bool = False
     vllm_mode: str = "server"  # server (trl vllm-serve on its own node) | colocate
@@ -153,6 +157,101 @@ class GRPORunConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     wandb: WandbSettings = field(default_factory=WandbSettings)
     overrides: list[str] = field(default_factory=list)  # filled from Hydra; names the W&B run
+
+
+# ---------------------------------------------------------------------------------------------- scale
+
+TOY_TOKENS = 64  # a completion or held-out budget at or below this is a tiny-profile value
+TOY_RECORDS = 256  # a data cap at or below this is a tiny-profile value
+TINY_MODEL_MAX_PARAMS = 50_000_000  # a model below this (estimated from config.json) is a tiny model
+
+
+class ToyScaleError(ValueError):
+    """A real-model run that still carries tiny-profile values (raised before anything is loaded)."""
+
+
+def model_param_estimate(path: str) -> int | None:
+    """Parameters of a local Hugging Face model estimated from its ``config.json`` (None: not local).
+
+    Follows a PEFT adapter folder to its base model. Embeddings + per-layer attention and MLP.
+    """
+    p = Path(path)
+    if (p / "adapter_config.json").exists() and not (p / "config.json").exists():
+        base = json.loads((p / "adapter_config.json").read_text()).get("base_model_name_or_path")
+        return model_param_estimate(base) if base else None
+    cfg_file = p / "config.json"
+    if not cfg_file.exists():
+        try:  # a hub id already in the local cache (never downloads)
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(path, "config.json")
+        except Exception:  # not a valid repo id
+            cached = None
+        if not isinstance(cached, str):
+            return None
+        cfg_file = Path(cached)
+    c = json.loads(cfg_file.read_text())
+    c = c.get("text_config", c)
+    h = c.get("hidden_size") or c.get("n_embd") or c.get("d_model")
+    layers = c.get("num_hidden_layers") or c.get("n_layer") or c.get("num_layers")
+    vocab = c.get("vocab_size")
+    if not (h and layers and vocab):
+        return None
+    inter = c.get("intermediate_size") or c.get("n_inner") or 4 * h
+    experts = c.get("num_experts") or c.get("num_local_experts") or 1
+    emb = vocab * h * (1 if c.get("tie_word_embeddings", True) else 2)
+    return int(emb + layers * (4 * h * h + 3 * h * inter * experts))
+
+
+def is_tiny_model(path: str) -> bool:
+    """True for the tiny local model (``verifier.tiny_model``, or anything as small), built or not."""
+    if path in (DEFAULT_TINY_MODEL, str(REPO / DEFAULT_TINY_MODEL)) and not (Path(path) / "config.json").exists():
+        return True  # built on demand by ensure_model
+    n = model_param_estimate(path)
+    return n is not None and n < TINY_MODEL_MAX_PARAMS
+
+
+def data_toy_values(data: DataConfig, need_eval_cap: bool = True) -> list[str]:
+    """The tiny-profile values of a data config: synthetic data, no real data path, small caps."""
+    bad = []
+    if data.source == "synthetic":
+        bad.append("data.source=synthetic (the tiny stand-in; real runs read data.source=jsonl "
+                   "data.train_path=<trajectories JSONL>)")
+    elif not data.train_path:
+        bad.append(f"data.train_path=null (data.source={data.source} needs a real data file)")
+    if data.n_train and data.n_train <= TOY_RECORDS:
+        bad.append(f"data.n_train={data.n_train} (a cap of <= {TOY_RECORDS} records; null = all)")
+    if need_eval_cap and data.n_eval and data.n_eval <= TOY_RECORDS:
+        bad.append(f"data.n_eval={data.n_eval} (a cap of <= {TOY_RECORDS} held-out records; null = all)")
+    return bad
+
+
+def toy_values(cfg: GRPORunConfig) -> list[str]:
+    """Every key of a GRPO run that carries a tiny-profile value, each with the reason."""
+    bad = data_toy_values(cfg.data, need_eval_cap=cfg.eval.enabled)
+    g, ev = cfg.grpo, cfg.eval
+    if cfg.train and g.max_completion_length <= TOY_TOKENS:
+        bad.append(f"grpo.max_completion_length={g.max_completion_length} (<= {TOY_TOKENS} tokens)")
+    if ev.enabled:
+        if ev.max_new_tokens <= TOY_TOKENS:
+            bad.append(f"eval.max_new_tokens={ev.max_new_tokens} (<= {TOY_TOKENS} tokens)")
+        elif cfg.train and ev.max_new_tokens < g.max_completion_length:
+            bad.append(f"eval.max_new_tokens={ev.max_new_tokens} (below grpo.max_completion_length="
+                       f"{g.max_completion_length}: held-out verifications would be cut short)")
+    return bad
+
+
+def raise_on_toy_values(model_path: str, bad: list[str], profile_hint: str = "profile=cluster") -> None:
+    """Raise :class:`ToyScaleError` naming every offending key unless the model is the tiny one."""
+    if bad and not is_tiny_model(model_path):
+        raise ToyScaleError(
+            f"model {model_path!r} is not the tiny model, but the run carries tiny-profile values; "
+            f"select {profile_hint} or set each of them:\n  " + "\n  ".join(bad))
+
+
+def check_scale(cfg: GRPORunConfig) -> None:
+    """Stop a real-model run that still has tiny-profile values, before loading data or the model."""
+    raise_on_toy_values(cfg.init_from or cfg.model.name_or_path, toy_values(cfg))
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -328,7 +427,6 @@ def grpo_config(cfg: GRPORunConfig, out: Path, reward_weights: list[float], repo
         save_steps=g.save_steps,
         save_total_limit=g.save_total_limit,
         seed=g.seed,
-        bf16=g.bf16,
         fp16=g.fp16,
         use_vllm=g.use_vllm,
         vllm_mode=g.vllm_mode,
@@ -342,6 +440,8 @@ def grpo_config(cfg: GRPORunConfig, out: Path, reward_weights: list[float], repo
         gradient_checkpointing=cfg.model.gradient_checkpointing,
         disable_tqdm=False,
     )
+    if g.bf16 is not None:  # None: TRL decides (bf16 unless fp16)
+        kw["bf16"] = g.bf16
     if g.vllm_server_base_url:
         kw["vllm_server_base_url"] = g.vllm_server_base_url
     kw["mask_truncated_completions"] = g.mask_truncated_completions
@@ -439,6 +539,7 @@ def run(cfg: GRPORunConfig) -> dict[str, Any]:
     """Train (unless ``train=false``) and evaluate one configuration; returns the metrics dict."""
     from training.heldout import evaluate_model, write_metrics
 
+    check_scale(cfg)  # a real model with tiny values stops here, before anything is loaded or written
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -38,7 +38,7 @@ class EvalConfig:
     n_passes: int = 1
     aggregation: str = "pessimistic"  # pessimistic | k_of_n | majority (pess_ver: pessimistic, n_passes=8)
     k: int | None = None
-    max_new_tokens: int = 32
+    max_new_tokens: int = 8192  # >= the completion budget (profile=cpu_tiny: 32)
     temperature: float = 1.0  # 0 = greedy
     top_p: float = 1.0
     batch_size: int = 16
