@@ -142,6 +142,19 @@ class WandbSettings:
 
 
 @dataclass
+class LaunchSettings:
+    """How a Hydra submitit job (``-m hydra/launcher=slurm|slurm_local``) starts its run: always through
+    ``accelerate launch --config_file accelerate_config`` (``build_job_command``), never as one bare process.
+
+    Unused when the run is started by ``accelerate launch`` itself (its ``--config_file`` then decides).
+    """
+
+    accelerate_config: str = "launch/accelerate/zero2.yaml"  # profile=cpu_tiny: launch/accelerate/cpu.yaml
+    num_processes: int | None = None  # None: hydra.launcher.gpus_per_node x nodes (GPU jobs) or the file's
+    main_process_port: int | None = None  # None: derived from SLURM_JOB_ID (jobs sharing a node differ)
+
+
+@dataclass
 class GRPORunConfig:
     """One run of the Table 3 ladder (``configs/grpo.yaml``, ``configs/experiment/*.yaml``)."""
 
@@ -156,6 +169,7 @@ class GRPORunConfig:
     grpo: GRPOSettings = field(default_factory=GRPOSettings)
     eval: EvalConfig = field(default_factory=EvalConfig)
     wandb: WandbSettings = field(default_factory=WandbSettings)
+    launch: LaunchSettings = field(default_factory=LaunchSettings)
     overrides: list[str] = field(default_factory=list)  # filled from Hydra; names the W&B run
 
 
@@ -598,12 +612,101 @@ def _hydra_overrides() -> list[str]:
         return []
 
 
+SUBMITIT_LAUNCHERS = ("hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",
+                      "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher")
+
+
+def _accelerate_exe() -> list[str]:
+    exe = Path(sys.executable).parent / "accelerate"  # the venv's `accelerate` script
+    if exe.exists():
+        return [str(exe)]
+    import shutil
+
+    found = shutil.which("accelerate")
+    if not found:
+        raise FileNotFoundError("`accelerate` is not installed next to this Python nor on PATH")
+    return [found]
+
+
+def build_job_command(launch: LaunchSettings, overrides: list[str], launcher: dict[str, Any],
+                      env: dict[str, str] | None = None, node_rank: int = 0,
+                      hostnames: list[str] | None = None) -> list[str]:
+    """The command a submitit job runs: ``accelerate launch --config_file F [...] training/grpo.py OVERRIDES``.
+
+    ``launcher`` is the job's ``hydra.launcher`` config: ``gpus_per_node`` x ``nodes`` processes (a GPU job),
+    else the accelerate file's ``num_processes`` (``launch.num_processes`` wins over both). Several nodes:
+    ``--num_machines``, this node's ``--machine_rank`` and the first host as ``--main_process_ip``.
+
+    >>> build_job_command(LaunchSettings("launch/accelerate/zero3.yaml", main_process_port=29600), ["experiment=base"],
+    ...                   {"gpus_per_node": 8, "nodes": 1})[1:]  # doctest: +NORMALIZE_WHITESPACE +ELLIPSIS
+    ['launch', '--config_file', '.../launch/accelerate/zero3.yaml', '--num_processes', '8',
+     '--main_process_port', '29600', '.../training/grpo.py', 'experiment=base']
+    """
+    env = os.environ if env is None else env
+    cfg_file = Path(launch.accelerate_config)
+    if not cfg_file.is_absolute() and not cfg_file.exists():
+        cfg_file = REPO / cfg_file
+    if not cfg_file.exists():
+        raise FileNotFoundError(f"launch.accelerate_config={launch.accelerate_config}: no such accelerate config")
+    nodes = int(launcher.get("nodes") or 1)
+    gpus = int(launcher.get("gpus_per_node") or 0)
+    n = launch.num_processes or (gpus * nodes if gpus else None)
+    port = launch.main_process_port
+    if port is None:
+        job = env.get("SLURM_JOB_ID", "")
+        port = 20000 + int(job) % 20000 if job.isdigit() else 29500
+    cmd = [*_accelerate_exe(), "launch", "--config_file", str(cfg_file.resolve())]
+    if n:
+        cmd += ["--num_processes", str(n)]
+    if nodes > 1:
+        cmd += ["--num_machines", str(nodes), "--machine_rank", str(node_rank),
+                "--main_process_ip", (hostnames or ["127.0.0.1"])[0]]
+    cmd += ["--main_process_port", str(port), str(REPO / "training" / "grpo.py"), *overrides]
+    return cmd
+
+
+def _submitit_launcher() -> dict[str, Any] | None:
+    """The job's ``hydra.launcher`` config when this process is a submitit job, else None."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from omegaconf import OmegaConf
+
+        hc = HydraConfig.get()
+    except Exception:
+        return None
+    if hc.launcher.get("_target_") not in SUBMITIT_LAUNCHERS:
+        return None
+    return OmegaConf.to_container(hc.launcher, resolve=True)
+
+
+def launch_job(cfg: GRPORunConfig, launcher: dict[str, Any]) -> None:
+    """Run this submitit job's configuration through ``accelerate launch``; a failure fails the job."""
+    import subprocess
+
+    rank, hosts = 0, None
+    if int(launcher.get("nodes") or 1) > 1:
+        import submitit
+
+        job_env = submitit.JobEnvironment()
+        rank, hosts = job_env.node, list(job_env.hostnames)
+    cmd = build_job_command(cfg.launch, cfg.overrides, launcher, node_rank=rank, hostnames=hosts)
+    print("submitit job: " + " ".join(cmd), flush=True)
+    code = subprocess.run(cmd, cwd=os.getcwd()).returncode
+    if code != 0:
+        raise RuntimeError(f"accelerate launch exited with code {code}: {' '.join(cmd)}")
+
+
 def main() -> None:
     from verifier.config import hydra_main
 
     @hydra_main("grpo", GRPORunConfig)
     def _main(cfg: GRPORunConfig) -> None:
         cfg.overrides = _hydra_overrides()
+        launcher = _submitit_launcher()
+        if launcher is not None:  # a sweep job: the same run, started by accelerate with the configured file
+            check_scale(cfg)  # fail in the job before starting processes
+            launch_job(cfg, launcher)
+            return
         run(cfg)
 
     _main()
