@@ -15,6 +15,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -51,10 +52,11 @@ class LocalSlurm:
 
     def _write_conf(self) -> None:
         r = self.root
-        os.chmod(r, 0o755)  # the munge user must reach its socket folder
-        for d in ("state", "spool", "log", "munge"):
+        for d in ("state", "spool", "log"):
             (r / d).mkdir(parents=True, exist_ok=True)
-        self.munge_socket = r / "munge" / "munge.socket.2"
+        # munged runs as the munge user: its folder must be reachable by it (pytest's tmp folders are 0700)
+        self.munge_dir = Path(tempfile.mkdtemp(prefix="pv-munge-"))
+        self.munge_socket = self.munge_dir / "munge.socket.2"
         self.conf.write_text(f"""\
 ClusterName=pvtest
 SlurmctldHost={self.host}(127.0.0.1)
@@ -89,7 +91,7 @@ PartitionName=debug Nodes={self.host} Default=YES MaxTime=INFINITE State=UP
 """)
 
     def _munged(self) -> None:
-        r = self.root / "munge"
+        r = self.munge_dir
         key = Path("/etc/munge/munge.key")
         if not key.exists():
             key = r / "munge.key"
@@ -141,6 +143,8 @@ PartitionName=debug Nodes={self.host} Default=YES MaxTime=INFINITE State=UP
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(10)
+        if getattr(self, "munge_dir", None) is not None:
+            shutil.rmtree(self.munge_dir, ignore_errors=True)
 
     def __enter__(self) -> "LocalSlurm":
         return self.start()
