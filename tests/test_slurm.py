@@ -98,9 +98,8 @@ def _job_state(slurm: LocalSlurm, job: str) -> tuple[str, str]:
     return (state.group(1) if state else "?"), (code.group(1) if code else "?")
 
 
-def _sbatch(slurm: LocalSlurm, tmp: Path, tiny_model: Path, overrides: list[str], timeout: float = 1800):
-    """`sbatch --wait launch/slurm/grpo.sbatch OVERRIDES` in the tiny setting; returns (job id, port, log)."""
-    port = _free_port()
+def _tiny_env(slurm: LocalSlurm, tmp: Path, tiny_model: Path, port: int) -> dict[str, str]:
+    """The environment of the tiny setting: one node, the tiny model as policy and meta-verifier, CPU."""
     env = slurm.env()
     env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1",
                TRANSFORMERS_OFFLINE="1", WANDB_MODE="offline", WANDB_SILENT="true", VERIFIER_API_KEY=API_KEY,
@@ -110,6 +109,13 @@ def _sbatch(slurm: LocalSlurm, tmp: Path, tiny_model: Path, overrides: list[str]
                ACCEL_CONFIG="launch/accelerate/cpu.yaml", GPUS_PER_NODE="1", MAIN_PORT=str(_free_port()),
                HEALTH_TIMEOUT_S="600", STOP_TIMEOUT_S="60")
     env.pop("WANDB_API_KEY", None)
+    return env
+
+
+def _sbatch(slurm: LocalSlurm, tmp: Path, tiny_model: Path, overrides: list[str], timeout: float = 1800):
+    """`sbatch --wait launch/slurm/grpo.sbatch OVERRIDES` in the tiny setting; returns (rc, job id, port, log)."""
+    port = _free_port()
+    env = _tiny_env(slurm, tmp, tiny_model, port)
     log = tmp / "slurm.out"
     p = subprocess.run(["sbatch", "--parsable", "--wait", *TINY_SBATCH, f"--output={log}",
                         "launch/slurm/grpo.sbatch", *overrides], cwd=REPO, env=env, capture_output=True, text=True,
@@ -160,3 +166,36 @@ def test_grpo_sbatch_failing_training_fails_the_job_and_still_stops_the_server(s
     assert re.search(r"grpo\.sbatch: exit status [1-9]", log), log[-3000:]
     assert "missing.jsonl" in log  # the trainer's error reached the job log
     assert _servers_on(port) == [] and _port_free(port)
+
+
+@pytest.mark.slow
+def test_scancel_stops_the_trainer_and_the_meta_verifier_server(slurm, tmp_path, tiny_model):
+    """`scancel` (SIGTERM to the job, SIGKILL after KillWait) mid-training leaves no server and a free port."""
+    import time
+
+    out = tmp_path / "grpo"
+    overrides = [*_llm_reward(out), "grpo.max_steps=200", "grpo.save_steps=1000"]
+    log = tmp_path / "slurm.out"
+    port = _free_port()
+    env = _tiny_env(slurm, tmp_path, tiny_model, port)
+    p = subprocess.run(["sbatch", "--parsable", *TINY_SBATCH, f"--output={log}", "launch/slurm/grpo.sbatch",
+                        *overrides], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    job = p.stdout.strip().split(";")[0]
+    try:
+        deadline = time.monotonic() + 1500
+        while "training trajectories" not in (log.read_text() if log.exists() else ""):
+            assert _job_state(slurm, job)[0] in ("PENDING", "RUNNING"), log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "training did not start"
+            time.sleep(3)
+        assert _servers_on(port), "the meta-verifier server should be up while training"
+    finally:
+        subprocess.run(["scancel", job], env=slurm.env(), check=False)
+    deadline = time.monotonic() + 180
+    while _job_state(slurm, job)[0] not in ("CANCELLED", "FAILED", "COMPLETED"):
+        assert time.monotonic() < deadline, "job not ended after scancel"
+        time.sleep(2)
+    time.sleep(2)
+    assert _job_state(slurm, job)[0] == "CANCELLED"
+    assert _servers_on(port) == [] and _port_free(port), log.read_text()[-3000:]
+    assert not (out / "final").exists()  # stopped mid-run, not finished
