@@ -376,7 +376,7 @@ def run_name(cfg: GRPORunConfig) -> str:
     ...                                                                "output_dir=/tmp/x"]))
     'rough_rl,grpo.learning_rate=1e-6'
     """
-    skip = ("experiment=", "output_dir=", "resume=", "hydra.", "wandb.")
+    skip = ("experiment=", "output_dir=", "resume=", "hydra.", "wandb.", "launch.")
     extra = [o.lstrip("+~") for o in cfg.overrides if not o.lstrip("+~").startswith(skip)]
     return ",".join([cfg.experiment_name, *extra])[:128]
 
