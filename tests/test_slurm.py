@@ -199,3 +199,80 @@ def test_scancel_stops_the_trainer_and_the_meta_verifier_server(slurm, tmp_path,
     assert _job_state(slurm, job)[0] == "CANCELLED"
     assert _servers_on(port) == [] and _port_free(port), log.read_text()[-3000:]
     assert not (out / "final").exists()  # stopped mid-run, not finished
+
+
+def _wait_healthy(port: int, proc_alive, timeout: float = 900) -> None:
+    import time
+
+    import requests
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if requests.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        assert proc_alive(), "the server ended before it was healthy"
+        assert time.monotonic() < deadline, f"no healthy server on :{port} after {timeout}s"
+        time.sleep(3)
+
+
+def _served_models(port: int) -> list[str]:
+    import requests
+
+    r = requests.get(f"http://127.0.0.1:{port}/v1/models", headers={"Authorization": f"Bearer {API_KEY}"}, timeout=10)
+    r.raise_for_status()
+    return [m["id"] for m in r.json()["data"]]
+
+
+@pytest.mark.slow
+def test_meta_verifier_sbatch_serves_until_scancel(slurm, tmp_path, tiny_model):
+    """`sbatch launch/slurm/meta_verifier.sbatch MODEL PORT` (tiny model, CPU serve defaults), then scancel."""
+    import time
+
+    port = _free_port()
+    env = _tiny_env(slurm, tmp_path, tiny_model, port)
+    log = tmp_path / "meta.out"
+    p = subprocess.run(["sbatch", "--parsable", "--gpus-per-node=0", "--time=60", f"--output={log}",
+                        "launch/slurm/meta_verifier.sbatch", str(tiny_model), str(port)],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    job = p.stdout.strip().split(";")[0]
+    try:
+        _wait_healthy(port, lambda: _job_state(slurm, job)[0] in ("PENDING", "RUNNING"))
+        assert _served_models(port) == ["meta-verifier"]
+        assert f"meta-verifier at http://{slurm.host}:{port}/v1" in log.read_text()
+    finally:
+        subprocess.run(["scancel", job], env=slurm.env(), check=False)
+    deadline = time.monotonic() + 180
+    while _job_state(slurm, job)[0] in ("PENDING", "RUNNING", "COMPLETING"):
+        assert time.monotonic() < deadline, "job not ended after scancel"
+        time.sleep(2)
+    time.sleep(2)
+    assert _servers_on(port) == [] and _port_free(port), log.read_text()[-3000:]
+
+
+@pytest.mark.slow
+def test_serve_verifier_sh_serves_a_model_dir(tmp_path, tiny_model):
+    """`launch/serve_verifier.sh MODEL_DIR PORT [overrides]` on the tiny model (CPU defaults), stopped with Ctrl-C."""
+    import os
+    import signal
+
+    port = _free_port()
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", VERIFIER_API_KEY=API_KEY, HF_HUB_OFFLINE="1",
+               PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+               VERIFIER_SERVE_PIDFILE=str(tmp_path / "serve.pid"))
+    log = open(tmp_path / "serve.log", "w")
+    proc = subprocess.Popen(["launch/serve_verifier.sh", str(tiny_model), str(port), "omp_num_threads=1",
+                             "served_model_name=verifier"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        _wait_healthy(port, lambda: proc.poll() is None)
+        assert _served_models(port) == ["verifier"]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the wrapper stops its vLLM server
+        proc.wait(120)
+        log.close()
+    assert _servers_on(port) == [] and _port_free(port), (tmp_path / "serve.log").read_text()[-3000:]
