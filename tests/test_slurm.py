@@ -184,7 +184,7 @@ def test_scancel_stops_the_trainer_and_the_meta_verifier_server(slurm, tmp_path,
     job = p.stdout.strip().split(";")[0]
     try:
         deadline = time.monotonic() + 1500
-        while "training trajectories" not in (log.read_text() if log.exists() else ""):
+        while "held-out trajectories" not in (log.read_text() if log.exists() else ""):  # the run has started
             assert _job_state(slurm, job)[0] in ("PENDING", "RUNNING"), log.read_text()[-3000:]
             assert time.monotonic() < deadline, "training did not start"
             time.sleep(3)
