@@ -113,9 +113,11 @@ def check_grpo_run(overrides: list[str], accelerate_file: str | None = None):
     from training.grpo import GRPORunConfig, check_scale, is_tiny_model
 
     cfg = _compose("grpo", GRPORunConfig, [o for o in overrides if not o.startswith(("hydra/", "hydra."))])
-    model = cfg.init_from or cfg.model.name_or_path
-    assert not is_tiny_model(model), f"a cluster command on the tiny model: {overrides}"
-    check_scale(cfg)  # no ToyScaleError: the command carries real-model values
+    check_scale(cfg)  # no ToyScaleError: a real model carries real-model values
+    if is_tiny_model(cfg.init_from or cfg.model.name_or_path):  # a tiny twin written out: CPU values
+        if accelerate_file is not None:
+            assert check_accelerate_file(accelerate_file, gpu=False)["use_cpu"] is True, accelerate_file
+        return cfg
     assert cfg.data.source in ("jsonl", "processbench") and cfg.data.train_path, overrides
     assert not cfg.data.n_train and not cfg.data.n_eval
     g = cfg.grpo
@@ -318,6 +320,15 @@ def check_command(cmd: str, tmp: Path) -> str:
     if words[0] == "launch/slurm/sweep.sh":
         check_sweep(words[1:], tmp)
         return "sweep.sh"
+    if words[:2] == ["trl", "vllm-serve"]:  # TRL's generation server: the policy and its parallelism
+        assert words[words.index("--model") + 1], cmd
+        if "--tensor_parallel_size" in words:
+            assert int(words[words.index("--tensor_parallel_size") + 1]) >= 1
+        return "trl vllm-serve"
+    if words[0] == "make":
+        for target in words[1:]:
+            assert re.search(rf"^{re.escape(target)}:", (REPO / "Makefile").read_text(), re.M), f"no make target {target}"
+        return "make"
     raise AssertionError(f"no check for this command (add one, or it is untested): {cmd}")
 
 
