@@ -1,4 +1,4 @@
-"""SLURM scripts (launch/slurm/): shellcheck-clean, and `sbatch launch/slurm/grpo.sbatch` on a real SLURM.
+"""Launch scripts: shellcheck-clean, `sbatch launch/slurm/*.sbatch` on a real SLURM, launch/serve_verifier.sh.
 
 The SLURM is Debian's slurm-wlm on this host (``tests/slurm_local.py``: munged, slurmctld and one slurmd
 with CPUs=2 in a temp dir). The tiny setting changes only sizes and roles: one node hosts the meta-verifier
