@@ -144,7 +144,8 @@ def main(argv: list[str] | None = None) -> None:
     sft_cfg = SFTRunConfig(output_dir=str(out / "sft"), model=ModelConfig(name_or_path=str(model_dir)),
                            data=data(cfg.n_sft, cfg.seed + 1), style=cfg.style, max_steps=cfg.sft_steps,
                            per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.sft_lr, warmup_steps=5,
-                           max_length=512, logging_steps=10, seed=cfg.seed)
+                           max_length=512, logging_steps=10, seed=cfg.seed,
+                           gradient_accumulation_steps=1, bf16=False)  # CPU (the dataclass defaults are GPU values)
     sft_model = sft_train(sft_cfg, sft_trajs)
     tick("SFT", t0)
 
@@ -159,7 +160,7 @@ def main(argv: list[str] | None = None) -> None:
             grpo=GRPOSettings(max_steps=cfg.grpo_steps, per_device_train_batch_size=cfg.grpo_batch,
                               num_generations=cfg.num_generations, max_completion_length=cfg.max_completion_length,
                               learning_rate=cfg.grpo_lr, temperature=cfg.temperature, save_steps=10_000,
-                              beta=cfg.beta,
+                              beta=cfg.beta, gradient_accumulation_steps=1, warmup_steps=0, bf16=False,
                               logging_steps=5, seed=cfg.seed, log_completions=False),
             eval=ev, wandb=WandbSettings(enabled=False))
 

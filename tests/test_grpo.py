@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -280,7 +281,11 @@ def test_submitit_local_launcher_runs_a_job(tmp_path, tiny_model):
     p = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert json.loads((out / "metrics.json").read_text())["run"]["experiment"] == "base"
-    assert list((tmp_path / "mr" / ".submitit").glob("*/*_log.out"))  # ran as a submitit job
+    logs = list((tmp_path / "mr" / ".submitit").glob("*/*_log.out"))
+    assert logs  # ran as a submitit job, which started the run through accelerate with the profile's file
+    job_log = logs[0].read_text()
+    assert re.search(r"submitit job: \S*accelerate launch --config_file \S*launch/accelerate/cpu\.yaml ", job_log), job_log
+    assert "training/grpo.py experiment=base" in job_log
 
 
 def test_processbench_loader_splits_by_problem_with_the_split_module(shared_data):

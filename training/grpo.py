@@ -78,11 +78,11 @@ class ModelConfig:
 class DataConfig:
     """Where the GRPO trajectories come from (section 4.1-4.3)."""
 
-    source: str = "synthetic"  # synthetic | processbench | jsonl
+    source: str = "jsonl"  # jsonl | processbench | synthetic (the tiny profile's stand-in)
     train_path: str | None = None  # jsonl: trajectory JSONL; processbench: a split file (default gsm8k)
     eval_path: str | None = None  # held-out trajectories (jsonl); default: a held-out slice of the source
-    n_train: int = 64
-    n_eval: int = 32
+    n_train: int | None = None  # cap on training records (None: all); profile=cpu_tiny caps it
+    n_eval: int | None = None  # cap on held-out records (None: all)
     seed: int = 0
     variant: str = "base"  # label of the Table 3 data ablation (base | extra_ann | pos_aug)
     with_reference: bool = False
@@ -92,18 +92,22 @@ class DataConfig:
 
 @dataclass
 class GRPOSettings:
-    """The ``trl.GRPOConfig`` fields a run sets; ``extra`` passes any other GRPOConfig field."""
+    """The ``trl.GRPOConfig`` fields a run sets; ``extra`` passes any other GRPOConfig field.
 
-    max_steps: int = 4
+    Defaults are real-model values (``configs/profile/cluster.yaml``); the tiny CPU sizes live in
+    ``configs/profile/cpu_tiny.yaml``.
+    """
+
+    max_steps: int = 500
     num_train_epochs: float = 1.0
     per_device_train_batch_size: int = 8
-    gradient_accumulation_steps: int = 1
-    num_generations: int = 4
-    max_completion_length: int = 32
+    gradient_accumulation_steps: int = 4
+    num_generations: int = 8
+    max_completion_length: int = 4096
     max_prompt_length: int | None = None  # left-truncate prompts to this many tokens (None: keep)
-    learning_rate: float = 1e-5
+    learning_rate: float = 1e-6
     lr_scheduler_type: str = "constant"
-    warmup_steps: int = 0
+    warmup_steps: int = 10
     beta: float = 0.0  # KL coefficient (0: no reference model)
     loss_type: str = "dapo"
     scale_rewards: str = "group"
@@ -111,10 +115,10 @@ class GRPOSettings:
     top_p: float = 1.0
     num_iterations: int = 1
     logging_steps: int = 1
-    save_steps: int = 2
-    save_total_limit: int | None = None
+    save_steps: int = 50
+    save_total_limit: int | None = 3  # checkpoints kept (None: all)
     seed: int = 0
-    bf16: bool = False
+    bf16: bool | None = None  # None: TRL's default (bf16 unless fp16); profile=cpu_tiny sets false
     fp16: bool = False
     use_vllm: bool = False
     vllm_mode: str = "server"  # server (trl vllm-serve on its own node) | colocate
@@ -148,7 +152,7 @@ class EvalConfig:
     n_passes: int = 1  # judge.n
     aggregation: str = "pessimistic"  # judge.policy: pessimistic | k_of_n | majority (pess_ver: pessimistic, 8)
     k: int | None = None
-    max_new_tokens: int = 32  # judge.max_tokens
+    max_new_tokens: int = 8192  # judge.max_tokens; >= the completion budget (profile=cpu_tiny: 32)
     temperature: float = 1.0
     top_p: float = 1.0
     meta_threshold: str = "BASIC_MATCH"
@@ -173,6 +177,19 @@ class WandbSettings:
 
 
 @dataclass
+class LaunchSettings:
+    """How a Hydra submitit job (``-m hydra/launcher=slurm|slurm_local``) starts its run: always through
+    ``accelerate launch --config_file accelerate_config`` (``build_job_command``), never as one bare process.
+
+    Unused when the run is started by ``accelerate launch`` itself (its ``--config_file`` then decides).
+    """
+
+    accelerate_config: str = "launch/accelerate/zero2.yaml"  # profile=cpu_tiny: launch/accelerate/cpu.yaml
+    num_processes: int | None = None  # None: hydra.launcher.gpus_per_node x nodes (GPU jobs) or the file's
+    main_process_port: int | None = None  # None: derived from SLURM_JOB_ID (jobs sharing a node differ)
+
+
+@dataclass
 class GRPORunConfig:
     """One run of the Table 3 ladder (``configs/grpo.yaml``, ``configs/experiment/*.yaml``)."""
 
@@ -187,7 +204,103 @@ class GRPORunConfig:
     grpo: GRPOSettings = field(default_factory=GRPOSettings)
     eval: EvalConfig = field(default_factory=EvalConfig)
     wandb: WandbSettings = field(default_factory=WandbSettings)
+    launch: LaunchSettings = field(default_factory=LaunchSettings)
     overrides: list[str] = field(default_factory=list)  # filled from Hydra; names the W&B run
+
+
+# ---------------------------------------------------------------------------------------------- scale
+
+TOY_TOKENS = 64  # a completion or held-out budget at or below this is a tiny-profile value
+TOY_RECORDS = 256  # a data cap at or below this is a tiny-profile value
+TINY_MODEL_MAX_PARAMS = 50_000_000  # a model below this (estimated from config.json) is a tiny model
+
+
+class ToyScaleError(ValueError):
+    """A real-model run that still carries tiny-profile values (raised before anything is loaded)."""
+
+
+def model_param_estimate(path: str) -> int | None:
+    """Parameters of a local Hugging Face model estimated from its ``config.json`` (None: not local).
+
+    Follows a PEFT adapter folder to its base model. Embeddings + per-layer attention and MLP.
+    """
+    p = Path(path)
+    if (p / "adapter_config.json").exists() and not (p / "config.json").exists():
+        base = json.loads((p / "adapter_config.json").read_text()).get("base_model_name_or_path")
+        return model_param_estimate(base) if base else None
+    cfg_file = p / "config.json"
+    if not cfg_file.exists():
+        try:  # a hub id already in the local cache (never downloads)
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(path, "config.json")
+        except Exception:  # not a valid repo id
+            cached = None
+        if not isinstance(cached, str):
+            return None
+        cfg_file = Path(cached)
+    c = json.loads(cfg_file.read_text())
+    c = c.get("text_config", c)
+    h = c.get("hidden_size") or c.get("n_embd") or c.get("d_model")
+    layers = c.get("num_hidden_layers") or c.get("n_layer") or c.get("num_layers")
+    vocab = c.get("vocab_size")
+    if not (h and layers and vocab):
+        return None
+    inter = c.get("intermediate_size") or c.get("n_inner") or 4 * h
+    experts = c.get("num_experts") or c.get("num_local_experts") or 1
+    emb = vocab * h * (1 if c.get("tie_word_embeddings", True) else 2)
+    return int(emb + layers * (4 * h * h + 3 * h * inter * experts))
+
+
+def is_tiny_model(path: str) -> bool:
+    """True for the tiny local model (``verifier.tiny_model``, or anything as small), built or not."""
+    if path in (DEFAULT_TINY_MODEL, str(REPO / DEFAULT_TINY_MODEL)) and not (Path(path) / "config.json").exists():
+        return True  # built on demand by ensure_model
+    n = model_param_estimate(path)
+    return n is not None and n < TINY_MODEL_MAX_PARAMS
+
+
+def data_toy_values(data: DataConfig, need_eval_cap: bool = True) -> list[str]:
+    """The tiny-profile values of a data config: synthetic data, no real data path, small caps."""
+    bad = []
+    if data.source == "synthetic":
+        bad.append("data.source=synthetic (the tiny stand-in; real runs read data.source=jsonl "
+                   "data.train_path=<trajectories JSONL>)")
+    elif not data.train_path:
+        bad.append(f"data.train_path=null (data.source={data.source} needs a real data file)")
+    if data.n_train and data.n_train <= TOY_RECORDS:
+        bad.append(f"data.n_train={data.n_train} (a cap of <= {TOY_RECORDS} records; null = all)")
+    if need_eval_cap and data.n_eval and data.n_eval <= TOY_RECORDS:
+        bad.append(f"data.n_eval={data.n_eval} (a cap of <= {TOY_RECORDS} held-out records; null = all)")
+    return bad
+
+
+def toy_values(cfg: GRPORunConfig) -> list[str]:
+    """Every key of a GRPO run that carries a tiny-profile value, each with the reason."""
+    bad = data_toy_values(cfg.data, need_eval_cap=cfg.eval.enabled)
+    g, ev = cfg.grpo, cfg.eval
+    if cfg.train and g.max_completion_length <= TOY_TOKENS:
+        bad.append(f"grpo.max_completion_length={g.max_completion_length} (<= {TOY_TOKENS} tokens)")
+    if ev.enabled:
+        if ev.max_new_tokens <= TOY_TOKENS:
+            bad.append(f"eval.max_new_tokens={ev.max_new_tokens} (<= {TOY_TOKENS} tokens)")
+        elif cfg.train and ev.max_new_tokens < g.max_completion_length:
+            bad.append(f"eval.max_new_tokens={ev.max_new_tokens} (below grpo.max_completion_length="
+                       f"{g.max_completion_length}: held-out verifications would be cut short)")
+    return bad
+
+
+def raise_on_toy_values(model_path: str, bad: list[str], profile_hint: str = "profile=cluster") -> None:
+    """Raise :class:`ToyScaleError` naming every offending key unless the model is the tiny one."""
+    if bad and not is_tiny_model(model_path):
+        raise ToyScaleError(
+            f"model {model_path!r} is not the tiny model, but the run carries tiny-profile values; "
+            f"select {profile_hint} or set each of them:\n  " + "\n  ".join(bad))
+
+
+def check_scale(cfg: GRPORunConfig) -> None:
+    """Stop a real-model run that still has tiny-profile values, before loading data or the model."""
+    raise_on_toy_values(cfg.init_from or cfg.model.name_or_path, toy_values(cfg))
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -308,7 +421,7 @@ def run_name(cfg: GRPORunConfig) -> str:
     """
     from verifier.config import is_secret_override
 
-    skip = ("experiment=", "output_dir=", "resume=", "hydra.", "wandb.")
+    skip = ("experiment=", "output_dir=", "resume=", "hydra.", "wandb.", "launch.")
     extra = [o.lstrip("+~") for o in cfg.overrides
              if not o.lstrip("+~").startswith(skip) and not is_secret_override(o)]  # no API key in a run name
     return ",".join([cfg.experiment_name, *extra])[:128]
@@ -405,7 +518,6 @@ def grpo_config(cfg: GRPORunConfig, out: Path, reward_weights: list[float], repo
         save_steps=g.save_steps,
         save_total_limit=g.save_total_limit,
         seed=g.seed,
-        bf16=g.bf16,
         fp16=g.fp16,
         use_vllm=g.use_vllm,
         vllm_mode=g.vllm_mode,
@@ -420,6 +532,8 @@ def grpo_config(cfg: GRPORunConfig, out: Path, reward_weights: list[float], repo
         gradient_checkpointing=cfg.model.gradient_checkpointing,
         disable_tqdm=False,
     )
+    if g.bf16 is not None:  # None: TRL decides (bf16 unless fp16)
+        kw["bf16"] = g.bf16
     if g.vllm_server_base_url:
         kw["vllm_server_base_url"] = g.vllm_server_base_url
     kw["mask_truncated_completions"] = g.mask_truncated_completions
@@ -603,6 +717,7 @@ def run(cfg: GRPORunConfig) -> dict[str, Any]:
     """Train (unless ``train=false``) and evaluate one configuration; returns the metrics dict (main process)."""
     from verifier.results import flat_metrics, write_metrics
 
+    check_scale(cfg)  # a real model with tiny values stops here, before anything is loaded or written
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -660,12 +775,101 @@ def _hydra_overrides() -> list[str]:
         return []
 
 
+SUBMITIT_LAUNCHERS = ("hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",
+                      "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher")
+
+
+def _accelerate_exe() -> list[str]:
+    exe = Path(sys.executable).parent / "accelerate"  # the venv's `accelerate` script
+    if exe.exists():
+        return [str(exe)]
+    import shutil
+
+    found = shutil.which("accelerate")
+    if not found:
+        raise FileNotFoundError("`accelerate` is not installed next to this Python nor on PATH")
+    return [found]
+
+
+def build_job_command(launch: LaunchSettings, overrides: list[str], launcher: dict[str, Any],
+                      env: dict[str, str] | None = None, node_rank: int = 0,
+                      hostnames: list[str] | None = None) -> list[str]:
+    """The command a submitit job runs: ``accelerate launch --config_file F [...] training/grpo.py OVERRIDES``.
+
+    ``launcher`` is the job's ``hydra.launcher`` config: ``gpus_per_node`` x ``nodes`` processes (a GPU job),
+    else the accelerate file's ``num_processes`` (``launch.num_processes`` wins over both). Several nodes:
+    ``--num_machines``, this node's ``--machine_rank`` and the first host as ``--main_process_ip``.
+
+    >>> build_job_command(LaunchSettings("launch/accelerate/zero3.yaml", main_process_port=29600), ["experiment=base"],
+    ...                   {"gpus_per_node": 8, "nodes": 1})[1:]  # doctest: +NORMALIZE_WHITESPACE +ELLIPSIS
+    ['launch', '--config_file', '.../launch/accelerate/zero3.yaml', '--num_processes', '8',
+     '--main_process_port', '29600', '.../training/grpo.py', 'experiment=base']
+    """
+    env = os.environ if env is None else env
+    cfg_file = Path(launch.accelerate_config)
+    if not cfg_file.is_absolute() and not cfg_file.exists():
+        cfg_file = REPO / cfg_file
+    if not cfg_file.exists():
+        raise FileNotFoundError(f"launch.accelerate_config={launch.accelerate_config}: no such accelerate config")
+    nodes = int(launcher.get("nodes") or 1)
+    gpus = int(launcher.get("gpus_per_node") or 0)
+    n = launch.num_processes or (gpus * nodes if gpus else None)
+    port = launch.main_process_port
+    if port is None:
+        job = env.get("SLURM_JOB_ID", "")
+        port = 20000 + int(job) % 20000 if job.isdigit() else 29500
+    cmd = [*_accelerate_exe(), "launch", "--config_file", str(cfg_file.resolve())]
+    if n:
+        cmd += ["--num_processes", str(n)]
+    if nodes > 1:
+        cmd += ["--num_machines", str(nodes), "--machine_rank", str(node_rank),
+                "--main_process_ip", (hostnames or ["127.0.0.1"])[0]]
+    cmd += ["--main_process_port", str(port), str(REPO / "training" / "grpo.py"), *overrides]
+    return cmd
+
+
+def _submitit_launcher() -> dict[str, Any] | None:
+    """The job's ``hydra.launcher`` config when this process is a submitit job, else None."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from omegaconf import OmegaConf
+
+        hc = HydraConfig.get()
+    except Exception:
+        return None
+    if hc.launcher.get("_target_") not in SUBMITIT_LAUNCHERS:
+        return None
+    return OmegaConf.to_container(hc.launcher, resolve=True)
+
+
+def launch_job(cfg: GRPORunConfig, launcher: dict[str, Any]) -> None:
+    """Run this submitit job's configuration through ``accelerate launch``; a failure fails the job."""
+    import subprocess
+
+    rank, hosts = 0, None
+    if int(launcher.get("nodes") or 1) > 1:
+        import submitit
+
+        job_env = submitit.JobEnvironment()
+        rank, hosts = job_env.node, list(job_env.hostnames)
+    cmd = build_job_command(cfg.launch, cfg.overrides, launcher, node_rank=rank, hostnames=hosts)
+    print("submitit job: " + " ".join(cmd), flush=True)
+    code = subprocess.run(cmd, cwd=os.getcwd()).returncode
+    if code != 0:
+        raise RuntimeError(f"accelerate launch exited with code {code}: {' '.join(cmd)}")
+
+
 def main() -> None:
     from verifier.config import hydra_main
 
     @hydra_main("grpo", GRPORunConfig)
     def _main(cfg: GRPORunConfig) -> None:
         cfg.overrides = _hydra_overrides()
+        launcher = _submitit_launcher()
+        if launcher is not None:  # a sweep job: the same run, started by accelerate with the configured file
+            check_scale(cfg)  # fail in the job before starting processes
+            launch_job(cfg, launcher)
+            return
         run(cfg)
 
     _main()

@@ -1,6 +1,7 @@
 """SFT warm start on gold verification texts before GRPO (TRL ``SFTTrainer``).
 
-``python training/sft.py output_dir=DIR [data.n_train=2000] [max_steps=300] [style=short]``
+``python training/sft.py output_dir=DIR [data.n_train=2000] [max_steps=300] [style=short]`` (tiny model, CPU);
+``python training/sft.py sft_profile=cluster model=qwen3_8b data.train_path=... output_dir=DIR`` (GPU).
 
 Rows are conversational prompt-completion pairs: the verification prompt of section 4.3
 (``verifier/prompts/verify.j2``) and a gold verification whose answer block the one parser
@@ -31,27 +32,52 @@ log = logging.getLogger("training.sft")
 
 @dataclass
 class SFTRunConfig:
-    """SFT warm start (``configs/sft.yaml``)."""
+    """SFT warm start (``configs/sft.yaml``). Defaults are real-model values
+    (``configs/sft_profile/cluster.yaml``); the tiny CPU sizes are ``configs/sft_profile/cpu_tiny.yaml``."""
 
     output_dir: str = "runs/sft"
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     style: str = "short"  # gold texts: minimal (one sentence) | short (reviewer comment) | stepwise (synthetic)
-    max_steps: int = 200
+    max_steps: int = 1000
     num_train_epochs: float = 1.0
-    per_device_train_batch_size: int = 16
-    gradient_accumulation_steps: int = 1
-    learning_rate: float = 1e-3
+    per_device_train_batch_size: int = 4
+    gradient_accumulation_steps: int = 8
+    learning_rate: float = 1e-5
     lr_scheduler_type: str = "cosine"
-    warmup_steps: int = 10
+    warmup_steps: int = 20
     weight_decay: float = 0.0
-    max_length: int | None = 1024
+    max_length: int | None = 16384  # prompt (the proof) + gold verification, in tokens
     logging_steps: int = 10
-    save_steps: int = 0  # 0: only the final model
+    save_steps: int = 200  # 0: only the final model
+    save_total_limit: int | None = 2
     seed: int = 0
-    bf16: bool = False
+    bf16: bool | None = None  # None: TRL's default (bf16 unless fp16); profile cpu_tiny sets false
     wandb: WandbSettings = field(default_factory=lambda: WandbSettings(enabled=False))
     extra: dict[str, Any] = field(default_factory=dict)  # any other trl.SFTConfig field
+
+
+TOY_SFT_MAX_LENGTH = 1024  # a sequence budget at or below this is a tiny-profile value
+TOY_SFT_LEARNING_RATE = 1e-3  # the tiny random model's rate; it wrecks a pretrained model
+
+
+def toy_values(cfg: SFTRunConfig) -> list[str]:
+    """Every key of an SFT run that carries a tiny-profile value, each with the reason."""
+    from training.grpo import data_toy_values
+
+    bad = data_toy_values(cfg.data, need_eval_cap=False)
+    if cfg.max_length is not None and cfg.max_length <= TOY_SFT_MAX_LENGTH:
+        bad.append(f"max_length={cfg.max_length} (<= {TOY_SFT_MAX_LENGTH} tokens: proofs would be cut)")
+    if cfg.learning_rate >= TOY_SFT_LEARNING_RATE:
+        bad.append(f"learning_rate={cfg.learning_rate:g} (>= {TOY_SFT_LEARNING_RATE:g})")
+    return bad
+
+
+def check_scale(cfg: SFTRunConfig, model_path: str | None = None) -> None:
+    """Stop a real-model SFT run that still has tiny-profile values, before loading anything."""
+    from training.grpo import raise_on_toy_values
+
+    raise_on_toy_values(model_path or cfg.model.name_or_path, toy_values(cfg), "sft_profile=cluster")
 
 
 def gold_text(traj, style: str = "short") -> str:
@@ -108,6 +134,7 @@ def sft_train(cfg: SFTRunConfig, trajs: Sequence, model_path: str | None = None)
 
     from training.grpo import load_model
 
+    check_scale(cfg, model_path)
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     model, tokenizer, peft_config = load_model(cfg.model, model_path)
@@ -119,8 +146,9 @@ def sft_train(cfg: SFTRunConfig, trajs: Sequence, model_path: str | None = None)
         lr_scheduler_type=cfg.lr_scheduler_type, warmup_steps=cfg.warmup_steps, weight_decay=cfg.weight_decay,
         max_length=cfg.max_length, logging_steps=cfg.logging_steps,
         save_strategy="steps" if cfg.save_steps else "no", save_steps=cfg.save_steps or 500,
-        seed=cfg.seed, bf16=cfg.bf16, report_to=["wandb"] if cfg.wandb.enabled else "none",
-        dataloader_num_workers=0, **cfg.extra,
+        save_total_limit=cfg.save_total_limit, seed=cfg.seed,
+        report_to=["wandb"] if cfg.wandb.enabled else "none", dataloader_num_workers=0,
+        **({"bf16": cfg.bf16} if cfg.bf16 is not None else {}), **cfg.extra,
     )
     trainer = SFTTrainer(model=model, args=args, train_dataset=ds, processing_class=tokenizer, peft_config=peft_config)
     trainer.train()
@@ -141,6 +169,7 @@ def main() -> None:
     def _main(cfg: SFTRunConfig) -> None:
         from training.grpo import load_trajectories_for
 
+        check_scale(cfg)  # a real model with tiny values stops before data or model are loaded
         logging.basicConfig(level=logging.INFO)
         os.environ.setdefault("WANDB_MODE", "offline" if not os.environ.get("WANDB_API_KEY") else "online")
         train, _ = load_trajectories_for(cfg.data)

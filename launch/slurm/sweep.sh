@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
-# The Table 3 ladder on SLURM through Hydra's submitit launcher (one job per experiment), e.g.
-#   launch/slurm/sweep.sh model=qwen3_8b reward.meta_judge=llm reward.endpoint.base_url=http://META:8001/v1
-# Each job runs training/grpo.py on one node (configs/hydra/launcher/slurm.yaml); the meta-verifier
-# runs on its own node (launch/slurm/meta_verifier.sbatch).
-set -euo pipefail
-exec python training/grpo.py -m hydra/launcher=slurm \
-  experiment=base,rough_rl,meta_ver_rl,extra_ann,pos_aug,pess_ver \
-  'output_dir=runs/sweep/${experiment_name}' "$@"
+# The Table 3 ladder on SLURM through Hydra's submitit launcher (one job per experiment):
+#   launch/slurm/sweep.sh model=qwen3_8b data.train_path=/data/grpo/trajectories.jsonl \
+#     reward.endpoint.base_url=http://META:8001/v1 hydra.launcher.partition=gpu
+# Each job starts its run with `accelerate launch --config_file $ACCEL_CONFIG` (launch.accelerate_config;
+# hydra.launcher.gpus_per_node processes: training.grpo.build_job_command); the meta-verifier runs on its
+# own node (launch/slurm/meta_verifier.sbatch). Every argument is a Hydra override (after these).
+#   PROFILE       scale profile (configs/profile/): cluster (default) | cpu_tiny
+#   LAUNCHER      hydra/launcher: slurm (default) | slurm_local (the same jobs as local processes)
+#   ACCEL_CONFIG  the accelerate/DeepSpeed file of every job (default launch/accelerate/zero2.yaml)
+#   SWEEP_DIR     where the runs go (default runs/sweep)
+#   EXPERIMENTS   default base,rough_rl,meta_ver_rl,extra_ann,pos_aug,pess_ver
+set -uo pipefail
+PY=${PYTHON:-python}
+# shellcheck disable=SC2016  # ${experiment_name} is a Hydra interpolation, resolved per job
+exec "$PY" training/grpo.py -m "hydra/launcher=${LAUNCHER:-slurm}" "profile=${PROFILE:-cluster}" \
+  "experiment=${EXPERIMENTS:-base,rough_rl,meta_ver_rl,extra_ann,pos_aug,pess_ver}" \
+  "launch.accelerate_config=${ACCEL_CONFIG:-launch/accelerate/zero2.yaml}" \
+  "output_dir=${SWEEP_DIR:-runs/sweep}/\${experiment_name}" "$@"

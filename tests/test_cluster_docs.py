@@ -1,0 +1,472 @@
+"""Every cluster command written down composes to the run it claims (docs/cluster.md, launch/slurm/).
+
+Commands are read from the files, so the test breaks when the docs drift: the ``bash`` blocks of
+docs/cluster.md, the usage lines in the headers of launch/slurm/*.sbatch and sweep.sh, and the steps those
+scripts start (``DRY_RUN=1`` prints them; sweep.sh runs with a ``PYTHON`` that prints its arguments).
+Each command is composed with the Hydra config and schema of its app and checked for the values that
+matter on GPUs: data source, lengths, steps, bf16, the accelerate/DeepSpeed file, the vLLM mode, and the
+scale check (``training.grpo.check_scale``) that stops real models with tiny values.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = REPO / "docs" / "cluster.md"
+SLURM = REPO / "launch" / "slurm"
+
+
+# ---------------------------------------------------------------------------------------------- extraction
+
+
+def _join(lines: list[str]) -> list[str]:
+    """Shell lines with backslash continuations joined; comments and blank lines dropped."""
+    out, cur = [], ""
+    for raw in lines:
+        line = raw.rstrip()
+        if not cur and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        if line.endswith("\\"):
+            cur += line[:-1] + " "
+            continue
+        out.append((cur + line).strip())
+        cur = ""
+    return out
+
+
+def doc_commands() -> list[str]:
+    blocks = re.findall(r"```bash\n(.*?)```", DOCS.read_text(), re.S)
+    assert blocks, "no bash blocks in docs/cluster.md"
+    return [c for b in blocks for c in _join(b.splitlines())]
+
+
+def header_commands(path: Path) -> list[str]:
+    """Usage commands in a script's header comments (``#   sbatch ...``, ``#   launch/slurm/sweep.sh ...``)."""
+    lines, grab = [], False
+    for raw in path.read_text().splitlines():
+        if not raw.startswith("#") or raw.startswith("#!") or raw.startswith("#SBATCH"):
+            grab = False
+            continue
+        body = raw[1:].strip()
+        if re.match(r"(sbatch|launch/slurm/|accelerate launch|python )", body):
+            lines.append(body)
+            grab = body.endswith("\\")
+        elif grab:
+            lines.append(body)
+            grab = body.endswith("\\")
+    return _join(lines)
+
+
+ALL_COMMANDS = [("docs/cluster.md", c) for c in doc_commands()] + [
+    (f"launch/slurm/{p.name}", c) for p in sorted([*SLURM.glob("*.sbatch"), SLURM / "sweep.sh"]) for c in header_commands(p)]
+
+
+# ---------------------------------------------------------------------------------------------- composing
+
+
+def _compose(name: str, schema, overrides: list[str], config_dir: Path | None = None):
+    from verifier.config import compose
+
+    return compose(name, schema, overrides, config_dir=config_dir)
+
+
+def _launcher(overrides: list[str]) -> dict:
+    """The ``hydra.launcher`` config a ``-m`` command composes (its hydra/launcher and hydra.launcher.* overrides)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    from training.grpo import GRPORunConfig
+    from verifier.config import CONFIG_DIR, register
+
+    register("grpo", GRPORunConfig)
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        c = compose("grpo", overrides=overrides, return_hydra_config=True)
+    return OmegaConf.to_container(c.hydra.launcher, resolve=False)
+
+
+def _sweep_points(overrides: list[str]) -> list[list[str]]:
+    """A ``-m`` override list expanded into one list per job (comma lists of ``experiment=``)."""
+    points = [[]]
+    for o in overrides:
+        k, _, v = o.partition("=")
+        if k == "experiment" and "," in v:
+            points = [p + [f"{k}={x}"] for p in points for x in v.split(",")]
+        else:
+            points = [p + [o] for p in points]
+    return points
+
+
+def check_grpo_run(overrides: list[str], accelerate_file: str | None = None):
+    """Compose a GRPO command and check the values of a real-model run."""
+    from training.grpo import GRPORunConfig, check_scale, is_tiny_model
+
+    cfg = _compose("grpo", GRPORunConfig, [o for o in overrides if not o.startswith(("hydra/", "hydra."))])
+    check_scale(cfg)  # no ToyScaleError: a real model carries real-model values
+    if is_tiny_model(cfg.init_from or cfg.model.name_or_path):  # a tiny twin written out: CPU values
+        if accelerate_file is not None:
+            assert check_accelerate_file(accelerate_file, gpu=False)["use_cpu"] is True, accelerate_file
+        return cfg
+    assert cfg.data.source in ("jsonl", "processbench") and cfg.data.train_path, overrides
+    assert not cfg.data.n_train and not cfg.data.n_eval
+    g = cfg.grpo
+    if cfg.train:
+        assert g.max_completion_length >= 1024 and g.max_steps >= 100 and g.save_total_limit, overrides
+        assert g.bf16 is True and cfg.model.dtype == "bfloat16", overrides
+    if cfg.eval.enabled:
+        assert cfg.eval.max_new_tokens >= (g.max_completion_length if cfg.train else 1024), overrides
+    assert cfg.reward.meta_judge == "llm" and cfg.reward.judge_max_tokens >= 1024
+    if g.use_vllm:
+        assert g.vllm_mode in ("server", "colocate")
+        assert (g.vllm_mode == "server") == bool(g.vllm_server_base_url), overrides
+    if accelerate_file is not None:
+        check_accelerate_file(accelerate_file, gpu=True)
+    return cfg
+
+
+def check_accelerate_file(path: str, gpu: bool) -> dict:
+    f = REPO / path
+    assert f.exists(), f"accelerate config {path} does not exist"
+    acc = yaml.safe_load(f.read_text())
+    if gpu:
+        assert acc["use_cpu"] is False and acc["mixed_precision"] == "bf16", path
+    if acc["distributed_type"] == "DEEPSPEED":
+        ds = REPO / acc["deepspeed_config"]["deepspeed_config_file"]
+        assert ds.exists(), f"{path} names a missing DeepSpeed file {ds}"
+        json.loads(ds.read_text())
+    return acc
+
+
+def check_sft_run(overrides: list[str], accelerate_file: str | None):
+    from training.sft import SFTRunConfig, check_scale
+
+    cfg = _compose("sft", SFTRunConfig, overrides)
+    check_scale(cfg)
+    assert cfg.data.source == "jsonl" and cfg.data.train_path and cfg.bf16 is True
+    assert cfg.max_length >= 8192 and cfg.learning_rate <= 1e-4 and cfg.save_total_limit
+    if accelerate_file:
+        check_accelerate_file(accelerate_file, gpu=True)
+    return cfg
+
+
+def check_serve(overrides: list[str]):
+    from verifier.serve import SERVE_CONFIG_DIR, ServeConfig
+
+    cfg = _compose("serve", ServeConfig, overrides, config_dir=SERVE_CONFIG_DIR)
+    assert cfg.kv_cache_memory_bytes is None and cfg.enforce_eager is False, "GPU serving keeps the CPU KV cache/eager"
+    assert cfg.tensor_parallel_size >= 2 and (cfg.gpu_memory_utilization or 0.9) >= 0.8  # None: vLLM 0.9
+    return cfg
+
+
+def _accelerate(words: list[str]) -> tuple[str | None, str, list[str]]:
+    """(config file, script, overrides) of ``accelerate launch [opts] SCRIPT OVERRIDES``."""
+    i = words.index("launch") + 1
+    cfg_file = None
+    while not words[i].endswith(".py"):
+        if words[i] == "--config_file":
+            cfg_file = words[i + 1]
+        i += 2 if words[i].startswith("--") and "=" not in words[i] else 1
+    return cfg_file, words[i], words[i + 1:]
+
+
+def _min_slurm_conf(tmp: Path, nodes: int) -> tuple[Path, str]:
+    conf = tmp / "slurm.conf"
+    names = f"gpu[01-{nodes:02d}]" if nodes > 1 else "gpu01"
+    conf.write_text(f"ClusterName=doc\nSlurmctldHost=localhost\nNodeName={names} CPUs=1\nPartitionName=p Nodes={names}\n")
+    return conf, names
+
+
+def dry_run(script: Path, sbatch_opts: list[str], args: list[str], tmp: Path, env_extra: dict | None = None):
+    """The ``step:`` lines a SLURM script prints under ``DRY_RUN=1`` for this allocation, as word lists."""
+    import os
+
+    nodes = 1
+    for o in sbatch_opts:
+        m = re.match(r"--nodes=(\d+)", o)
+        if m:
+            nodes = int(m.group(1))
+    if nodes == 1 and "#SBATCH --nodes=" in script.read_text() and not any(o.startswith("--nodes") for o in sbatch_opts):
+        nodes = int(re.search(r"#SBATCH --nodes=(\d+)", script.read_text()).group(1))
+    conf, names = _min_slurm_conf(tmp, nodes)
+    env = dict(os.environ, SLURM_CONF=str(conf), SLURM_JOB_NODELIST=names, SLURM_JOB_ID="123", DRY_RUN="1",
+               VERIFIER_API_KEY="doc-key", VENV=str(Path(sys.executable).parents[1]), RUN_DIR=str(tmp / "run"),
+               REPO=str(REPO), **(env_extra or {}))
+    p = subprocess.run(["bash", str(script), *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    steps = [shlex.split(line[len("step:"):]) for line in p.stdout.splitlines() if line.startswith("step:")]
+    assert steps, p.stdout
+    return steps
+
+
+def check_grpo_sbatch(sbatch_opts: list[str], args: list[str], tmp: Path):
+    steps = dry_run(SLURM / "grpo.sbatch", sbatch_opts, args, tmp)
+    serve = next(s for s in steps if "verifier.serve" in s)
+    gen = next(s for s in steps if "vllm-serve" in s)
+    train = next(s for s in steps if "accelerate launch" in " ".join(s))
+    i = train.index("-c")
+    accel_file, n_machines, n_proc, master, _port, script, *overrides = train[i + 2:]
+    assert script == "training/grpo.py"
+    acc = check_accelerate_file(accel_file, gpu=True)
+    assert acc["distributed_type"] == "DEEPSPEED" and int(n_machines) >= 1 and int(n_proc) == 8 * int(n_machines)
+    meta_node = next(w for w in serve if w.startswith("--nodelist="))[11:]
+    cfg = check_grpo_run(overrides)
+    # the run talks to the servers this job started
+    assert cfg.grpo.use_vllm and cfg.grpo.vllm_mode == "server"
+    gen_node = next(w for w in gen if w.startswith("--nodelist="))[11:]
+    gen_port = gen[gen.index("--port") + 1]
+    assert cfg.grpo.vllm_server_base_url == f"http://{gen_node}:{gen_port}"
+    assert gen[gen.index("--model") + 1] == cfg.model.name_or_path  # TRL serves the policy being trained
+    meta_port = next(w for w in serve if w.startswith("port="))[5:]
+    assert cfg.reward.endpoint.base_url == f"http://{meta_node}:{meta_port}/v1"
+    assert cfg.reward.endpoint.model == next(w for w in serve if w.startswith("served_model_name="))[18:]
+    if meta_node != gen_node:  # several nodes: the trainers are neither server node
+        assert master not in (meta_node, gen_node)
+    check_serve(serve[serve.index("verifier.serve") + 1:])
+    return cfg
+
+
+def check_sweep(args: list[str], tmp: Path, env_extra: dict | None = None):
+    """Run launch/slurm/sweep.sh with a PYTHON that prints its arguments; check every job of the sweep."""
+    import os
+
+    rec = tmp / "python"
+    rec.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'import json, sys; print(json.dumps(sys.argv[1:]))' \"$@\"\n")
+    rec.chmod(0o755)
+    env = dict(os.environ, PYTHON=str(rec), **(env_extra or {}))
+    p = subprocess.run(["bash", str(SLURM / "sweep.sh"), *args], cwd=REPO, env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    argv = json.loads(p.stdout)
+    assert argv[:2] == ["training/grpo.py", "-m"]
+    return check_grpo_sweep(argv[2:])
+
+
+def check_grpo_sweep(overrides: list[str]):
+    from training.grpo import build_job_command
+
+    launcher = _launcher([o for o in overrides if o.startswith(("hydra/", "hydra."))] +
+                         [o for o in overrides if not o.startswith(("hydra/", "hydra.")) and "," not in o])
+    assert launcher["_target_"].endswith("SlurmLauncher") and launcher["gpus_per_node"] == 8
+    cfgs = []
+    points = _sweep_points(overrides)
+    assert len(points) == 6, "the Table 3 ladder has six runs"
+    for point in points:
+        cfg = check_grpo_run(point)
+        job = build_job_command(cfg.launch, [o for o in point if not o.startswith(("hydra/", "hydra."))], launcher)
+        assert job[1:4] == ["launch", "--config_file", str((REPO / cfg.launch.accelerate_config).resolve())]
+        assert job[job.index("--num_processes") + 1] == "8"
+        check_accelerate_file(cfg.launch.accelerate_config, gpu=True)
+        cfgs.append(cfg)
+    assert len({c.experiment_name for c in cfgs}) == 6
+    return cfgs
+
+
+def check_command(cmd: str, tmp: Path) -> str:
+    """Compose one written command; returns what it was checked as."""
+    words = shlex.split(cmd)
+    if words[:3] == ["python3", "-m", "venv"] or words[0] == "source":
+        return "setup"
+    if words[:2] == ["pip", "install"]:
+        extras = re.search(r"\[(.*)\]", words[-1]).group(1).split(",")
+        declared = re.search(r"\[project.optional-dependencies\](.*?)\n\[", (REPO / "pyproject.toml").read_text(), re.S)
+        for e in extras:
+            assert re.search(rf"^{e} = ", declared.group(1), re.M), f"pip extra [{e}] not in pyproject.toml"
+        return "install"
+    if words[:2] == ["accelerate", "launch"]:
+        cfg_file, script, overrides = _accelerate(words)
+        if script == "training/grpo.py":
+            check_grpo_run(overrides, cfg_file)
+            return "grpo"
+        if script == "training/sft.py":
+            check_sft_run(overrides, cfg_file)
+            return "sft"
+    if words[:2] == ["python", "training/grpo.py"]:
+        assert words[2] == "-m", cmd
+        check_grpo_sweep(words[3:])
+        return "sweep"
+    if words[:3] == ["python", "-m", "verifier.serve"]:
+        check_serve(words[3:])
+        return "serve"
+    if words[0] == "launch/serve_verifier.sh":  # model="$1" port="$2" "$@" (the script's exec line)
+        assert 'exec python -m verifier.serve model="$MODEL" port="$PORT" "$@"' in (REPO / words[0]).read_text()
+        check_serve([f"model={words[1]}", f"port={words[2]}", *words[3:]])
+        return "serve"
+    if words[:3] == ["python", "-m", "eval.report"]:
+        from eval.report import ReportConfig
+
+        _compose("report", ReportConfig, words[3:])
+        return "report"
+    if words[0] == "sbatch":
+        i = next(i for i, w in enumerate(words) if w.startswith("launch/slurm/"))
+        opts, script, args = words[1:i], words[i], words[i + 1:]
+        if script.endswith("grpo.sbatch"):
+            check_grpo_sbatch(opts, args, tmp)
+            return "sbatch grpo"
+        if script.endswith("meta_verifier.sbatch"):
+            (step,) = dry_run(REPO / script, opts, args, tmp)
+            check_serve(step[step.index("verifier.serve") + 1:])
+            return "sbatch meta"
+    if words[0] == "launch/slurm/sweep.sh":
+        check_sweep(words[1:], tmp)
+        return "sweep.sh"
+    if words[:2] == ["trl", "vllm-serve"]:  # TRL's generation server: the policy and its parallelism
+        assert words[words.index("--model") + 1], cmd
+        if "--tensor_parallel_size" in words:
+            assert int(words[words.index("--tensor_parallel_size") + 1]) >= 1
+        return "trl vllm-serve"
+    if words[0] == "make":
+        for target in words[1:]:
+            assert re.search(rf"^{re.escape(target)}:", (REPO / "Makefile").read_text(), re.M), f"no make target {target}"
+        return "make"
+    raise AssertionError(f"no check for this command (add one, or it is untested): {cmd}")
+
+
+@pytest.mark.parametrize("where,cmd", ALL_COMMANDS, ids=[f"{w}:{c[:60]}" for w, c in ALL_COMMANDS])
+def test_every_written_cluster_command_composes(where, cmd, tmp_path):
+    check_command(cmd, tmp_path)
+
+
+def test_the_written_commands_cover_every_kind(tmp_path):
+    """The extraction finds the commands (a broken parser would pass vacuously)."""
+    kinds = set()
+    for i, (_, c) in enumerate(ALL_COMMANDS):
+        (tmp_path / str(i)).mkdir()
+        kinds.add(check_command(c, tmp_path / str(i)))
+    assert {"grpo", "sft", "serve", "sweep", "sweep.sh", "sbatch grpo", "sbatch meta", "report", "install"} <= kinds
+    assert any(w.startswith("launch/slurm/grpo.sbatch") for w, _ in ALL_COMMANDS)
+    assert any(w.startswith("launch/slurm/sweep.sh") for w, _ in ALL_COMMANDS)
+
+
+def test_sweep_script_defaults_build_accelerate_jobs(tmp_path):
+    """sweep.sh with only the required values: profile=cluster, ZeRO-2, six jobs through accelerate launch."""
+    cfgs = check_sweep(["model=qwen3_8b", "data.train_path=/data/t.jsonl"], tmp_path)
+    assert {c.launch.accelerate_config for c in cfgs} == {"launch/accelerate/zero2.yaml"}
+    cfgs = check_sweep(["model=qwen3_8b_full", "data.train_path=/data/t.jsonl"], tmp_path,
+                       {"ACCEL_CONFIG": "launch/accelerate/zero3.yaml"})
+    assert {c.launch.accelerate_config for c in cfgs} == {"launch/accelerate/zero3.yaml"}
+
+
+def test_submitit_job_command_is_accelerate_launch(tmp_path):
+    """What a submitit job runs: accelerate launch with the configured file and gpus_per_node x nodes processes."""
+    from training.grpo import LaunchSettings, build_job_command
+
+    over = ["profile=cluster", "experiment=base", "output_dir=/x/${experiment_name}"]
+    one = build_job_command(LaunchSettings("launch/accelerate/zero3.yaml"), over, {"gpus_per_node": 8, "nodes": 1},
+                            env={"SLURM_JOB_ID": "4242"})
+    assert Path(one[0]).name == "accelerate" and one[1] == "launch"
+    assert one[one.index("--config_file") + 1] == str(REPO / "launch/accelerate/zero3.yaml")
+    assert one[one.index("--num_processes") + 1] == "8" and "--num_machines" not in one
+    assert one[one.index("--main_process_port") + 1] == str(20000 + 4242 % 20000)
+    assert one[-4:] == [str(REPO / "training/grpo.py"), *over]
+    two = build_job_command(LaunchSettings("launch/accelerate/multinode_zero3.yaml"), over,
+                            {"gpus_per_node": 8, "nodes": 2}, node_rank=1, hostnames=["gpu07", "gpu08"])
+    assert two[two.index("--num_processes") + 1] == "16" and two[two.index("--num_machines") + 1] == "2"
+    assert two[two.index("--machine_rank") + 1] == "1" and two[two.index("--main_process_ip") + 1] == "gpu07"
+    cpu = build_job_command(LaunchSettings("launch/accelerate/cpu.yaml"), over, {"gpus_per_node": 0, "nodes": 1})
+    assert "--num_processes" not in cpu  # the file's own count (one CPU process)
+    with pytest.raises(FileNotFoundError, match="no-such.yaml"):
+        build_job_command(LaunchSettings("launch/accelerate/no-such.yaml"), over, {"gpus_per_node": 8})
+
+
+# ---------------------------------------------------------------------------------------------- profiles
+
+
+def test_real_model_with_tiny_values_stops_before_loading(tmp_path, monkeypatch):
+    """model=qwen3_8b on the default (cpu_tiny) profile: one error naming every offending key, nothing loaded."""
+    import training.grpo as grpo
+    from training.grpo import GRPORunConfig, ToyScaleError
+
+    def boom(*a, **k):
+        raise AssertionError("loaded something before the scale check")
+
+    monkeypatch.setattr(grpo, "load_model", boom)
+    monkeypatch.setattr(grpo, "load_trajectories_for", boom)
+    cfg = _compose("grpo", GRPORunConfig, ["experiment=meta_ver_rl", "model=qwen3_8b", f"output_dir={tmp_path / 'r'}"])
+    with pytest.raises(ToyScaleError) as e:
+        grpo.run(cfg)
+    msg = str(e.value)
+    for key in ("data.source=synthetic", "data.n_train=64", "data.n_eval=32", "grpo.max_completion_length=32",
+                "eval.max_new_tokens=32", "profile=cluster", "Qwen/Qwen3-8B"):
+        assert key in msg, key
+    assert not (tmp_path / "r").exists()  # stopped before writing anything
+    # each key alone is caught; the eval budget below the completion budget too
+    base = ["profile=cluster", "model=qwen3_8b", "data.train_path=/d.jsonl"]
+    assert grpo.toy_values(_compose("grpo", GRPORunConfig, base)) == []
+    for over, key in [("data.source=synthetic", "data.source"), ("data.train_path=null", "data.train_path"),
+                      ("data.n_train=100", "data.n_train"), ("grpo.max_completion_length=64", "grpo.max_completion_length"),
+                      ("eval.max_new_tokens=2048", "eval.max_new_tokens=2048 (below")]:
+        bad = grpo.toy_values(_compose("grpo", GRPORunConfig, [*base, over]))
+        assert len(bad) == 1 and key in bad[0], (over, bad)
+    # an SFT output or any other path: the check looks at the model that would be loaded (init_from first)
+    with pytest.raises(ToyScaleError, match="init_from|/ckpt/sft"):
+        grpo.check_scale(_compose("grpo", GRPORunConfig, ["init_from=/ckpt/sft"]))
+
+
+def test_tiny_model_runs_keep_the_cpu_tiny_values(tiny_model):
+    """profile=cpu_tiny is today's tiny setting, and the tiny model (by path or by size) passes the check."""
+    from training.grpo import GRPORunConfig, check_scale, is_tiny_model
+
+    cfg = _compose("grpo", GRPORunConfig, ["experiment=smoke", f"model.name_or_path={tiny_model}"])
+    check_scale(cfg)
+    assert is_tiny_model(str(tiny_model)) and is_tiny_model("artifacts/tiny-model")
+    assert not is_tiny_model("Qwen/Qwen3-8B")
+    g = cfg.grpo
+    assert (cfg.data.source, cfg.data.n_train, cfg.data.n_eval) == ("synthetic", 16, 8)
+    assert (g.max_steps, g.save_steps, g.per_device_train_batch_size, g.num_generations, g.max_completion_length,
+            g.gradient_accumulation_steps, g.bf16) == (4, 2, 4, 4, 16, 1, False)
+    assert cfg.launch.accelerate_config == "launch/accelerate/cpu.yaml"
+    ladder = {e: _compose("grpo", GRPORunConfig, [f"experiment={e}"]) for e in ("base", "extra_ann", "pos_aug")}
+    assert [ladder[e].data.n_train for e in ladder] == [64, 128, 160]
+    assert ladder["base"].grpo.max_steps == 8 and ladder["base"].eval.max_new_tokens == 32
+
+
+def test_dataclass_defaults_are_not_toy_values():
+    """A run built in Python with a real model and a data path passes the check on the dataclass defaults."""
+    from training.grpo import DataConfig, GRPORunConfig, ModelConfig, toy_values
+    from training.sft import SFTRunConfig
+    from training.sft import toy_values as sft_toy
+
+    cfg = GRPORunConfig(model=ModelConfig(name_or_path="Qwen/Qwen3-8B"), data=DataConfig(train_path="/d.jsonl"))
+    assert toy_values(cfg) == []
+    assert cfg.grpo.bf16 is None and cfg.grpo.save_total_limit  # None: TRL's bf16-unless-fp16
+    assert sft_toy(SFTRunConfig(data=DataConfig(train_path="/d.jsonl"))) == []
+
+
+def test_bf16_is_not_passed_when_unset(tmp_path):
+    from training.grpo import GRPORunConfig, grpo_config
+
+    cfg = _compose("grpo", GRPORunConfig, ["experiment=smoke", f"output_dir={tmp_path}", "grpo.bf16=null"])
+    with pytest.raises(ValueError, match="bf16"):  # TRL's own default (bf16) took over: on this CPU it refuses
+        grpo_config(cfg, tmp_path, [1.0], report_wandb=False)
+    cfg = _compose("grpo", GRPORunConfig, ["experiment=smoke", f"output_dir={tmp_path}"])
+    assert grpo_config(cfg, tmp_path, [1.0], report_wandb=False).bf16 is False  # cpu_tiny: fp32 on CPU
+
+
+# ---------------------------------------------------------------------------------------------- versions
+
+
+def test_version_table_matches_the_venv():
+    """The CPU column of docs/cluster.md's version table is what this venv has installed."""
+    table = re.search(r"\| package \| CPU \(tested\) \| GPU \(recommended\) \|\n\|[-|]+\|\n(.*?)\n\n", DOCS.read_text(), re.S)
+    assert table, "no version table in docs/cluster.md"
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.group(1).splitlines()]
+    checked = 0
+    for pkg, cpu, _gpu in rows:
+        name = pkg.split(" / ")[0]
+        if name == "slurm-wlm (Debian 12)":
+            continue
+        want = cpu.split(" ")[0]
+        assert md.version(name) == want, f"{name}: docs say {want}, venv has {md.version(name)}"
+        checked += 1
+    assert checked >= 10
