@@ -351,7 +351,8 @@ def load_trajectories_for(cfg: DataConfig):
                 log.warning("%s: left out %d training records whose problem is in %s", path,
                             len(trajs) - len(train), cfg.eval_path)
         else:
-            split = split_by_problem(trajs, held_out_size=cfg.n_eval, seed=cfg.seed)
+            # n_eval=null (profile=cluster): the paper's held-out size, 94 proofs (section 5.4)
+            split = split_by_problem(trajs, held_out_size=94 if cfg.n_eval is None else cfg.n_eval, seed=cfg.seed)
             train, held = list(split.train), split.held_out
         random.Random(cfg.seed).shuffle(train)  # gsm8k lists its erroneous proofs first
         train = train[: cfg.n_train]
