@@ -302,6 +302,12 @@ def check_command(cmd: str, tmp: Path) -> str:
         assert 'exec python -m verifier.serve model="$MODEL" port="$PORT" "$@"' in (REPO / words[0]).read_text()
         check_serve([f"model={words[1]}", f"port={words[2]}", *words[3:]])
         return "serve"
+    if words[:3] == ["python", "-m", "eval.proverbench"]:  # several verifier servers behind one endpoint
+        from eval.proverbench import ProverBenchConfig
+
+        c = _compose("proverbench", ProverBenchConfig, words[3:])
+        assert len(c.verifier.urls) >= 1 and c.judge.n == 8 and c.judge.policy == "pessimistic", cmd
+        return "proverbench"
     if words[:3] == ["python", "-m", "eval.report"]:
         from eval.report import ReportConfig
 
@@ -343,7 +349,7 @@ def test_the_written_commands_cover_every_kind(tmp_path):
     for i, (_, c) in enumerate(ALL_COMMANDS):
         (tmp_path / str(i)).mkdir()
         kinds.add(check_command(c, tmp_path / str(i)))
-    assert {"grpo", "sft", "serve", "sweep", "sweep.sh", "sbatch grpo", "sbatch meta", "report", "install"} <= kinds
+    assert {"grpo", "sft", "serve", "sweep", "sweep.sh", "sbatch grpo", "sbatch meta", "report", "install", "proverbench"} <= kinds
     assert any(w.startswith("launch/slurm/grpo.sbatch") for w, _ in ALL_COMMANDS)
     assert any(w.startswith("launch/slurm/sweep.sh") for w, _ in ALL_COMMANDS)
 
