@@ -167,7 +167,7 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args) -> None:  # quiet
         pass
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+    def do_POST(self) -> None:  # http.server's method name
         body = self.rfile.read(int(self.headers["Content-Length"]))
         self.server.posts.append(time.monotonic())
         if len(self.server.posts) <= self.server.n_limited:
