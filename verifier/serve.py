@@ -10,11 +10,17 @@ a large batched-token budget (per-request seeds crash chunk-prefilled prompts on
 CPU), eager mode. GPU flags: tensor/data parallel size, gpu memory utilisation.
 The API key is passed through the ``VLLM_API_KEY`` environment variable, never
 on the command line or in logs.
+
+No orphans: the wrapper stops its server on SIGINT, SIGTERM and SIGHUP (what ``scancel``,
+``kill`` and container runtimes send), and the server is started with Linux's
+``PR_SET_PDEATHSIG`` so that it gets SIGTERM when the wrapper dies, even by SIGKILL
+(``tests/test_serve_signals.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -23,7 +29,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import requests
 
@@ -100,6 +106,27 @@ def server_args(cfg: ServeConfig) -> list[str]:
     return args + list(cfg.extra_args)
 
 
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with_parent(parent_pid: int) -> Callable[[], None]:
+    """A ``preexec_fn``: the child gets SIGTERM when its parent dies (Linux; a no-op elsewhere).
+
+    vLLM handles SIGTERM by shutting its engine-core processes down, so a wrapper killed
+    with SIGKILL still takes its whole server with it.
+    """
+    def preexec() -> None:
+        if not sys.platform.startswith("linux"):
+            return
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+        if os.getppid() != parent_pid:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return preexec
+
+
 class VLLMServer:
     """A running vLLM server process: start, wait for ``/health``, stop cleanly by PID."""
 
@@ -137,8 +164,10 @@ class VLLMServer:
             Path(self.cfg.log_file).parent.mkdir(parents=True, exist_ok=True)
             self._log = open(self.cfg.log_file, "ab")
             stdout = self._log
+        # Own session: a terminal's Ctrl-C reaches only the wrapper, which stops the server in order.
+        # PR_SET_PDEATHSIG fires when the creating *thread* exits: start servers from a long-lived thread.
         self.proc = subprocess.Popen(server_args(self.cfg), env=env, stdout=stdout, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=_die_with_parent(os.getpid()))
         if wait:
             self.wait_healthy()
         return self
@@ -193,19 +222,28 @@ def main() -> None:
 
     @hydra_main("serve", ServeConfig, config_dir=SERVE_CONFIG_DIR)
     def _run(cfg: ServeConfig) -> None:
+        def terminate(signum: int, _frame: object) -> None:  # SIGTERM/SIGHUP: stop like Ctrl-C
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, terminate)
         server = VLLMServer(cfg)
-        server.start(wait=False)
         pid_file = Path(os.environ.get("VERIFIER_SERVE_PIDFILE", f".serve-{cfg.port}.pid"))
-        pid_file.write_text(str(server.proc.pid))
-        print(f"vLLM server pid={server.proc.pid} starting at {server.base_url} (model {server.model_name})", flush=True)
         try:
-            with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C stops the server cleanly
+            with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C, SIGTERM, SIGHUP stop the server cleanly
+                server.start(wait=False)
+                pid_file.write_text(str(server.proc.pid))
+                print(f"vLLM server pid={server.proc.pid} starting at {server.base_url} "
+                      f"(model {server.model_name})", flush=True)
                 server.wait_healthy()
                 print(f"ready: {server.base_url}", flush=True)
                 server.proc.wait()
         finally:
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a second signal must not cut the cleanup
+                signal.signal(sig, signal.SIG_IGN)
             server.stop()
             pid_file.unlink(missing_ok=True)
+            print("vLLM server stopped", flush=True)
 
     _run()
 
