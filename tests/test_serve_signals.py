@@ -17,7 +17,6 @@ import time
 import psutil
 import pytest
 import requests
-
 from conftest import free_port
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
@@ -65,7 +64,7 @@ def test_signal_to_wrapper_stops_the_server(sig, tiny_model, tmp_path):
     try:
         wrapper.send_signal(sig)
         wrapper.wait(timeout=120)
-        gone, alive = psutil.wait_procs(tree, timeout=120)
+        _, alive = psutil.wait_procs(tree, timeout=120)
         assert not alive, f"orphaned server processes after {sig.name}: {[(p.pid, p.name()) for p in alive]}"
         deadline = time.monotonic() + 30
         while not _port_free(port) and time.monotonic() < deadline:

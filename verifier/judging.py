@@ -15,7 +15,9 @@ Public API (used by eval, data pipeline, other judges and training)::
   the full run's passes (``accept_fraction`` is over the executed passes: use ``early_stop=False``
   when the fraction is a score, e.g. for AUC).
 * A prompt longer than the model context gives passes with status ``too_long`` (judgment status
-  ``too_long``; under pessimism it is not accepted). Never truncated, never a crash.
+  ``too_long``; under pessimism it is not accepted). Never truncated, never a crash. A budget that
+  fits no prompt (``max_tokens`` plus the shortest prompt above ``max_model_len``) is a
+  ``verifier.budget.BudgetError`` before the first request.
 * A pass whose request failed (server down after retries) makes the judgment ``request_failed``:
   it is returned but ``complete`` is False; callers must not persist it, and a re-run redoes only
   the missing passes (the others come from the cache).
@@ -38,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from verifier.aggregate import Aggregate, AggregationPolicy, aggregate, decided
+from verifier.budget import check_budget
 from verifier.engine import Completion, Engine, GenerationRequest, SamplingConfig, base_seed, run_sync
 from verifier.parser import parse_completion, parse_verification
 from verifier.records import NO_STEP, ParseStatus, ProofTrajectory, Verdict, VerificationOutput
@@ -439,6 +442,11 @@ async def ajudge_trajectories(
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
         raise ValueError(f"record {dup!r}, field 'id': duplicate id (seeds and resume are keyed by id)")
+    if trajs:  # a budget that cannot fit max_model_len stops the run here, not as n x too_long (issue 12.6)
+        check_budget(engine, sampling.max_tokens, [
+            GenerationRequest(as_messages(verification_prompt(t, with_reference=cfg.with_reference,
+                                                              template=cfg.template)), key=t.id, model=cfg.model)
+            for t in trajs], what="judge.max_tokens")
     bar = None
     if progress:
         from tqdm.auto import tqdm

