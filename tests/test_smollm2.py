@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import requests
-
 from conftest import API_KEY, free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
