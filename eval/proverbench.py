@@ -29,6 +29,7 @@ from typing import Any, Sequence
 from data_pipeline.importers import ProofProblem, load_proofbench_problems
 from eval.score import WandbConfig
 from eval.verifierbench import JudgeOptions, done_ids, judge_config
+from verifier.budget import check_budget
 from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
 from verifier.io import JsonlAppender, load_trajectories
 from verifier.records import ProofTrajectory
@@ -102,6 +103,8 @@ def generate(problems: Sequence[ProofProblem], cfg: ProverBenchConfig, out: Path
     engine = OpenAIEngine(cfg.generator)
     g = cfg.generation
     sampling = SamplingConfig(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens)
+    check_budget(engine, g.max_tokens, [GenerationRequest(as_messages(generation_prompt(p.problem)), key=proof_id(p.id, j))
+                                        for p, j in todo], what="generation.max_tokens")
     bar = None
     if cfg.progress:
         from tqdm.auto import tqdm

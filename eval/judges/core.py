@@ -18,6 +18,7 @@ from typing import Any
 
 from verifier import parser as _parser
 from verifier.aggregate import AggregationPolicy
+from verifier.budget import check_budget
 from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
 from verifier.records import ParseStatus
 from verifier.templates import as_messages, render
@@ -152,6 +153,7 @@ class Judge:
         """``items`` are (key, template fields); returns ``n`` parsed calls per item, in order."""
         reqs = [GenerationRequest(as_messages(self.prompt(f)), n=self.cfg.n, seed=self.seed(k), key=k,
                                   model=self.cfg.model) for k, f in items]
+        check_budget(self.engine, self.sampling.max_tokens, reqs, what=f"{self.cfg.template}.max_tokens")
         outs = self.engine.generate(reqs, self.sampling, progress=progress) if reqs else []
         result = []
         for (key, _), req, comps in zip(items, reqs, outs, strict=True):
