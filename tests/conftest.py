@@ -143,6 +143,6 @@ def smollm2_model(tmp_path_factory) -> Path:
 
     out = tmp_path_factory.mktemp("smollm2") / "model"
     p = subprocess.run([sys.executable, "-m", "verifier.convert_gguf", f"out={out}"], cwd=REPO,
-                       capture_output=True, text=True, timeout=1800)
+                       capture_output=True, text=True, timeout=1800, check=False)
     assert p.returncode == 0 and f"to {out}" in p.stdout.splitlines()[-1], p.stdout[-2000:] + p.stderr[-3000:]
     return out
