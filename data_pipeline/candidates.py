@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from data_pipeline.importers import ProofProblem, load_proofbench_problems
+from verifier.budget import check_budget
 from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
 from verifier.records import NO_STEP, ProofTrajectory
 from verifier.templates import as_messages, generation_prompt, render, split_proof_steps
@@ -174,6 +175,7 @@ def run(cfg: CandidatesConfig) -> dict[str, Any]:
             reqs = [GenerationRequest(as_messages(jobs[i][4]), n=1, key=version_id(jobs[i][0].id, g, jobs[i][2], jobs[i][3]),
                                       seed=base_seed(version_id(jobs[i][0].id, g, jobs[i][2], jobs[i][3]), cfg.run_seed))
                     for i in idx]
+            check_budget(engines[g], sampling.max_tokens, reqs)
             for i, [c] in zip(idx, engines[g].generate(reqs, sampling)):
                 p, _, s, rnd, _, parent, crit = jobs[i]
                 vid = version_id(p.id, g, s, rnd)

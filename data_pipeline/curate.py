@@ -192,12 +192,14 @@ def parse_task_type(text: str | None):
 
 def classify(problems: Sequence[ProofProblem], cfg: ClassifierConfig, progress: bool = False) -> list[tuple[str | None, str, str]]:
     """``(label or None, status, detail)`` per problem from the LLM classifier."""
+    from verifier.budget import check_budget
     from verifier.engine import GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
     from verifier.templates import as_messages, render
 
     engine = OpenAIEngine(cfg.endpoint)
     reqs = [GenerationRequest(as_messages(render(cfg.template, problem=p.problem)), n=1,
                               seed=base_seed(f"classify:{p.id}", cfg.seed), key=p.id) for p in problems]
+    check_budget(engine, cfg.max_tokens, reqs, what="classifier.max_tokens")
     outs = engine.generate(reqs, SamplingConfig(temperature=cfg.temperature, max_tokens=cfg.max_tokens),
                            progress=progress)
     res = []

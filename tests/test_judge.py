@@ -110,7 +110,7 @@ def test_unparseable_passes_are_counted_and_reject(endpoint, trajs):
 
 def test_too_long_is_explicit_and_does_not_stop_the_batch(endpoint, trajs):
     long = ProofTrajectory(id="huge", problem_id="huge", problem="Prove it.",
-                           proof_steps=tuple("lemma " * 900 for _ in range(6)))
+                           proof_steps=tuple("lemma " * 1500 for _ in range(6)))  # > max_model_len 8192
     js = judge_trajectories([long, trajs[0]], guided(endpoint), dataclasses.replace(JCFG, early_stop=True))
     huge, ok = js
     assert huge.status == "too_long" and huge.verdict is Verdict.INVALID

@@ -30,7 +30,7 @@ REGEX = synthetic_verdict_regex(90)
 def input_jsonl(shared_data, tmp_path_factory) -> Path:
     trajs = load_processbench(shared_data / "processbench" / "gsm8k.json")[:N_PROOFS - 1]
     huge = ProofTrajectory(id="huge", problem_id="huge", problem="Prove it.",
-                           proof_steps=tuple("lemma " * 900 for _ in range(6)))
+                           proof_steps=tuple("lemma " * 1500 for _ in range(6)))  # > max_model_len 8192
     path = tmp_path_factory.mktemp("judge_in") / "proofs.jsonl"
     write_jsonl(path, trajs[:5] + [huge] + trajs[5:])
     return path

@@ -17,7 +17,9 @@ resume live in ``verifier.runner`` (the one judging runner). In-memory use::
   the full run's passes (``accept_fraction`` is over the executed passes: use ``early_stop=False``
   when the fraction is a score, e.g. for AUC).
 * A prompt longer than the model context gives passes with status ``too_long`` (judgment status
-  ``too_long``; under pessimism it is not accepted). Never truncated, never a crash.
+  ``too_long``; under pessimism it is not accepted). Never truncated, never a crash. A budget that
+  fits no prompt (``max_tokens`` plus the shortest prompt above ``max_model_len``) is a
+  ``verifier.budget.BudgetError`` before the first request.
 * A pass whose request failed (server down after retries) makes the judgment ``request_failed``:
   it is returned but ``complete`` is False; callers must not persist it, and a re-run redoes only
   the missing passes (the others come from the cache).

