@@ -37,7 +37,7 @@ def test_resume_torn_line_exactly_once_and_counts(endpoint, trajs, tmp_path):
     """A crash leaves 3 rows and a torn 4th: the re-run judges only the other 5, from the cache where it can."""
     out, cache = tmp_path / "j.jsonl", PassCache(tmp_path / "c.sqlite")
     huge = ProofTrajectory(id="huge", problem_id="huge", problem="Prove it.",
-                           proof_steps=tuple("lemma " * 900 for _ in range(6)))
+                           proof_steps=tuple("lemma " * 1500 for _ in range(6)))
     recs = [*trajs, huge]
     ref = judge(recs, guided(endpoint), CFG, out, cache=cache, columns=lambda t: {"problem_id": t.problem_id})
     s = ref.summary
