@@ -386,6 +386,40 @@ def _truncate_prompt(dataset, tokenizer, max_tokens: int | None):
     return dataset.map(cut)
 
 
+RANK_LOG_DIR = "ranks"
+
+
+def rank_log_callback(out: Path, reward_funcs: list):
+    """A ``TrainerCallback`` writing ``out/ranks/rank<R>.jsonl`` on every rank: one line per logged step.
+
+    Each line carries the rank, world size, global step, the step's (all-reduced) loss and this rank's
+    own count of completions it scored so far, so a multi-process run shows that every rank stepped.
+    """
+    from transformers import TrainerCallback
+
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    path = out / RANK_LOG_DIR / f"rank{rank}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = next((f for f in reward_funcs if hasattr(f, "total")), None)
+
+    class RankLog(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kw):
+            if not logs or "loss" not in logs:
+                return
+            from accelerate import PartialState
+
+            ps = PartialState()
+            line = {"rank": rank, "world_size": world, "distributed_type": str(ps.distributed_type.value),
+                    "backend": ps.backend, "step": state.global_step, "loss": float(logs["loss"]),
+                    "completions_scored": meta.total.n if meta is not None else None, "pid": os.getpid(),
+                    "time": round(time.time(), 3)}
+            with open(path, "a") as f:
+                f.write(json.dumps(line) + "\n")
+
+    return RankLog()
+
+
 def train(cfg: GRPORunConfig, out: Path, train_trajs, run) -> tuple[Any, Any, dict[str, Any]]:
     """Run GRPO; returns (model, tokenizer, training summary)."""
     from trl import GRPOTrainer
@@ -416,7 +450,8 @@ def train(cfg: GRPORunConfig, out: Path, train_trajs, run) -> tuple[Any, Any, di
     funcs, weights = build_reward_funcs(cfg.reward)
     args = grpo_config(cfg, out, weights, report_wandb=run is not None)
     trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=args, train_dataset=dataset,
-                          processing_class=tokenizer, peft_config=peft_config)
+                          processing_class=tokenizer, peft_config=peft_config,
+                          callbacks=[rank_log_callback(out, funcs)])
     result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     trainer.save_model(str(out / "final"))
     tokenizer.save_pretrained(str(out / "final"))
