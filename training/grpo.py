@@ -118,6 +118,8 @@ class GRPOSettings:
     log_completions: bool = True
     num_completions_to_print: int = 0
     dataloader_num_workers: int = 0
+    ddp_timeout: int = 1800  # seconds a rank waits in a collective before the process group gives up
+    ddp_backend: str | None = None  # None: gloo on CPU (also under DeepSpeed), the library default on GPUs
     # Reasoning policies (Qwen3-class think by default): leave completions cut at max_completion_length
     # out of the loss (TRL), and the policy's chat-template arguments (e.g. {enable_thinking: false}).
     mask_truncated_completions: bool = False
@@ -301,6 +303,19 @@ def init_wandb(cfg: GRPORunConfig, out: Path, is_main: bool):
 # ---------------------------------------------------------------------------------------------- trainer
 
 
+def _cpu_backend() -> str | None:
+    """``gloo`` for a multi-process CPU run, else None (library default).
+
+    Accelerate picks no backend on a CPU-only DeepSpeed launch and then counts one process per rank
+    (DeepSpeed's batch-size check fails); naming gloo makes every rank see the whole world.
+    """
+    import torch
+
+    if torch.cuda.is_available() or int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return None
+    return "gloo"
+
+
 def grpo_config(cfg: GRPORunConfig, out: Path, reward_weights: list[float], report_wandb: bool):
     from trl import GRPOConfig
 
@@ -342,6 +357,8 @@ def grpo_config(cfg: GRPORunConfig, out: Path, reward_weights: list[float], repo
         gradient_checkpointing=cfg.model.gradient_checkpointing,
         disable_tqdm=False,
     )
+    kw["ddp_timeout"] = g.ddp_timeout
+    kw["ddp_backend"] = g.ddp_backend or _cpu_backend()
     if g.vllm_server_base_url:
         kw["vllm_server_base_url"] = g.vllm_server_base_url
     kw["mask_truncated_completions"] = g.mask_truncated_completions
