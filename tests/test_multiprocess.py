@@ -198,3 +198,59 @@ def test_meta_verifier_outage_stops_both_ranks(tmp_path, tiny_model):
     assert len(pids) == 2 and not any(_alive(p) for p in pids), "a rank outlived the launcher"
     assert max(len(v) for v in rank_lines(out).values()) < 50
     print(f"both ranks stopped {took:.1f} s after the outage")
+
+
+def _one_rank_step(out: str) -> None:
+    """One meta-reward call on a 2-rank gloo group, then the next collective (as GRPO's gather is).
+
+    Rank 0's judge is a real endpoint that refuses connections (nothing listens on its port); rank 1's
+    is the rule-based judge, which never fails. Writes what happened on this rank to ``out/rank<R>.txt``.
+    """
+    import asyncio
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    from bench.bench_reward import step_batch
+    from training.rewards import JudgeFailureError, MetaReward
+    from verifier.engine import EndpointConfig
+
+    dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+    rank = dist.get_rank()
+    if rank == 0:
+        ep = EndpointConfig(base_url=f"http://127.0.0.1:{free_port()}/v1", api_key="k", model="m", max_retries=0,
+                            backoff_s=0.1, timeout_s=5)
+        reward = MetaReward(judge="llm", endpoint=ep, judge_max_tokens=8)
+    else:
+        reward = MetaReward(judge="rule")
+    completions, cols = step_batch(8, 4)
+    try:
+        asyncio.run(reward(completions=completions, **cols))
+        dist.barrier()
+        result = "stepped"
+    except JudgeFailureError as e:
+        result = f"JudgeFailureError: {e}"
+    except Exception as e:  # noqa: BLE001 - the test reports whatever else ended this rank
+        result = f"{type(e).__name__}: {e}"
+    Path(out, f"rank{rank}.txt").write_text(result)
+
+
+def test_judge_failure_on_one_rank_stops_every_rank(tmp_path):
+    """A JudgeFailureError decided on one rank is raised on every rank in the same step."""
+    port = str(free_port())
+    code = "import sys; from tests.test_multiprocess import _one_rank_step; _one_rank_step(sys.argv[1])"
+    procs = [subprocess.Popen([PY, "-c", code, str(tmp_path)], cwd=REPO,
+                              env=_env() | {"RANK": str(r), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+                                            "MASTER_PORT": port}) for r in (0, 1)]
+    try:
+        for p in procs:
+            p.wait(300)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    got = {r: (tmp_path / f"rank{r}.txt").read_text() for r in (0, 1) if (tmp_path / f"rank{r}.txt").exists()}
+    assert set(got) == {0, 1}, got
+    assert got[0].startswith("JudgeFailureError: 8 of 8 meta-verifier calls failed in this step on this rank")
+    assert got[1].startswith("JudgeFailureError: 0 of 8 meta-verifier calls failed in this step on this rank "
+                             "(8 of 16 on all 2 ranks, 1 over the limit)"), got[1]
