@@ -251,6 +251,9 @@ def test_judge_failure_on_one_rank_stops_every_rank(tmp_path):
                 p.kill()
     got = {r: (tmp_path / f"rank{r}.txt").read_text() for r in (0, 1) if (tmp_path / f"rank{r}.txt").exists()}
     assert set(got) == {0, 1}, got
+    # rank 1's own judge never failed: without the collective decision it would have gone on to the
+    # next collective and waited there for rank 0, which had stopped
+    assert got[1].startswith("JudgeFailureError"), got
     assert got[0].startswith("JudgeFailureError: 8 of 8 meta-verifier calls failed in this step on this rank")
     assert got[1].startswith("JudgeFailureError: 0 of 8 meta-verifier calls failed in this step on this rank "
                              "(8 of 16 on all 2 ranks, 1 over the limit)"), got[1]
