@@ -70,7 +70,7 @@ def colocate_check(out: str, tiny_model: str, base_url: str, model_name: str) ->
         "grpo.learning_rate=0.02", "grpo.max_completion_length=16",
         # the LLM meta-verifier (session vLLM server), sampled: grades differ within a group, so the
         # advantages are not all zero and the step moves the weights
-        "reward.meta_judge=llm", "reward.format_gate=false", "reward.judge_max_tokens=24",
+        "reward.meta_judge=llm", "reward.format_gate=false", "reward.judge_max_tokens=48",
         "reward.judge_temperature=1.0", "eval.enabled=false", "wandb.enabled=false"])
     cfg.reward.endpoint = EndpointConfig(base_url=base_url, api_key=API_KEY, model=model_name, max_concurrency=32,
                                          timeout_s=120, max_retries=2, backoff_s=0.2,

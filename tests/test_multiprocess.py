@@ -166,7 +166,7 @@ def test_meta_verifier_outage_stops_both_ranks(tmp_path, tiny_model):
     out = tmp_path / "outage"
     extra_body = "{structured_outputs: {regex: '" + GRADE_REGEX + "'}}"
     cmd = launch_cmd("ddp", out, tiny_model, "grpo.max_steps=50", "grpo.save_steps=100",
-                     "reward.meta_judge=llm", "reward.format_gate=false", "reward.judge_max_tokens=24",
+                     "reward.meta_judge=llm", "reward.format_gate=false", "reward.judge_max_tokens=48",
                      f"reward.endpoint.base_url={server.base_url}", "reward.endpoint.model=meta-verifier",
                      "reward.endpoint.max_retries=1", "reward.endpoint.backoff_s=0.2", "reward.endpoint.timeout_s=30",
                      f"reward.endpoint.extra_body={extra_body}")
