@@ -119,7 +119,7 @@ class GRPOSettings:
     num_completions_to_print: int = 0
     dataloader_num_workers: int = 0
     ddp_timeout: int = 1800  # seconds a rank waits in a collective before the process group gives up
-    ddp_backend: str | None = None  # None: gloo on CPU (also under DeepSpeed), the library default on GPUs
+    ddp_backend: str | None = None  # None: gloo for multi-process CPU runs, the library default on GPUs
     # Reasoning policies (Qwen3-class think by default): leave completions cut at max_completion_length
     # out of the loss (TRL), and the policy's chat-template arguments (e.g. {enable_thinking: false}).
     mask_truncated_completions: bool = False
@@ -303,17 +303,21 @@ def init_wandb(cfg: GRPORunConfig, out: Path, is_main: bool):
 # ---------------------------------------------------------------------------------------------- trainer
 
 
-def _cpu_backend() -> str | None:
-    """``gloo`` for a multi-process CPU run, else None (library default).
+def _cpu_multiprocess_args() -> dict[str, Any]:
+    """TrainingArguments that make a multi-process CPU launch one world of N gloo ranks ({} otherwise).
 
-    Accelerate picks no backend on a CPU-only DeepSpeed launch and then counts one process per rank
-    (DeepSpeed's batch-size check fails); naming gloo makes every rank see the whole world.
+    Without them the ranks of ``accelerate launch --config_file launch/accelerate/cpu_*.yaml
+    --num_processes N`` each run alone (accelerate finds no CUDA, picks no backend and counts one
+    process): DDP needs ``use_cpu`` (accelerate's MULTI_CPU, gloo); DeepSpeed needs the gloo backend
+    named (``use_cpu`` would bypass DeepSpeed).
     """
     import torch
 
     if torch.cuda.is_available() or int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return None
-    return "gloo"
+        return {}
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
+        return {"ddp_backend": "gloo"}
+    return {"ddp_backend": "gloo", "use_cpu": True}
 
 
 def grpo_config(cfg: GRPORunConfig, out: Path, reward_weights: list[float], report_wandb: bool):
@@ -358,7 +362,9 @@ def grpo_config(cfg: GRPORunConfig, out: Path, reward_weights: list[float], repo
         disable_tqdm=False,
     )
     kw["ddp_timeout"] = g.ddp_timeout
-    kw["ddp_backend"] = g.ddp_backend or _cpu_backend()
+    kw.update(_cpu_multiprocess_args())
+    if g.ddp_backend:
+        kw["ddp_backend"] = g.ddp_backend
     if g.vllm_server_base_url:
         kw["vllm_server_base_url"] = g.vllm_server_base_url
     kw["mask_truncated_completions"] = g.mask_truncated_completions
