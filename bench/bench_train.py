@@ -52,7 +52,7 @@ def _run(name: str, cmd: list[str], out: Path) -> dict:
     t0 = time.monotonic()
     log = out.with_suffix(".log")
     with open(log, "w") as f:
-        p = subprocess.run(cmd, cwd=REPO, env=_env(), stdout=f, stderr=subprocess.STDOUT)
+        p = subprocess.run(cmd, cwd=REPO, env=_env(), stdout=f, stderr=subprocess.STDOUT, check=False)
     wall = time.monotonic() - t0
     if p.returncode != 0:
         sys.exit(f"[bench-train] {name} failed ({p.returncode}); see {log}:\n{log.read_text()[-3000:]}")

@@ -12,9 +12,9 @@ Flags TRL does not know (``--kv-cache-memory-bytes 128M``, ...) pass through to 
 
 from __future__ import annotations
 
-import importlib.metadata as metadata
 import os
 import sys
+from importlib import metadata
 
 
 def main() -> None:

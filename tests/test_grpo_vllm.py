@@ -54,7 +54,6 @@ def colocate_check(out: str, tiny_model: str, base_url: str, model_name: str) ->
     initial weights, step 2 with the weights after step 1 (checkpoint-1); after training, a sync pushes
     the final weights.
     """
-    import dataclasses
 
     from transformers import AutoModelForCausalLM
     from vllm import SamplingParams
@@ -105,7 +104,7 @@ def test_colocate_vllm_generates_with_the_trained_weights(tmp_path, tiny_model, 
     out = tmp_path / "colocate"
     code = ("import sys; from tests.test_grpo_vllm import colocate_check; colocate_check(*sys.argv[1:])")
     p = subprocess.run([PY, "-c", code, str(out), str(tiny_model), vllm_server.base_url, vllm_server.model_name],
-                       cwd=REPO, env=_env(), capture_output=True, text=True, timeout=1500)
+                       cwd=REPO, env=_env(), capture_output=True, text=True, timeout=1500, check=False)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
     r = json.loads((out / "sync.json").read_text())
     steps = [h for h in r["log"] if "loss" in h]
@@ -128,9 +127,9 @@ def _start_trl_vllm_serve(model: Path, port: int, log: Path) -> subprocess.Popen
 
 @pytest.mark.slow
 def test_trl_vllm_serve_generates_on_cpu_and_weight_sync_needs_cuda(tmp_path, tiny_model):
-    import requests
     import signal
 
+    import requests
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl.generation.vllm_client import VLLMClient
 
