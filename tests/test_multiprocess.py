@@ -162,7 +162,7 @@ def test_meta_verifier_outage_stops_both_ranks(tmp_path, tiny_model):
 
     server = VLLMServer(ServeConfig(model=str(tiny_model), port=free_port(), api_key=API_KEY,
                                     served_model_name="meta-verifier", log_file=str(tmp_path / "meta.log"),
-                                    omp_num_threads=1, max_num_seqs=32)).start()
+                                    omp_num_threads=1, max_num_seqs=32, startup_timeout_s=1200)).start()
     out = tmp_path / "outage"
     extra_body = "{structured_outputs: {regex: '" + GRADE_REGEX + "'}}"
     cmd = launch_cmd("ddp", out, tiny_model, "grpo.max_steps=50", "grpo.save_steps=100",
