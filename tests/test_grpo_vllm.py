@@ -70,8 +70,10 @@ def colocate_check(out: str, tiny_model: str) -> None:
         "eval.enabled=false", "wandb.enabled=false"])
     # vLLM's guided decoding (TRL's vllm_structured_outputs_regex) keeps the random tiny policy inside the
     # answer format, so its sampled verdicts and steps differ within a group: rewards vary, advantages
-    # are not all zero and a step moves the weights
-    cfg.grpo.extra = {"vllm_structured_outputs_regex": POLICY_REGEX}
+    # are not all zero and a step moves the weights. The guided tokens' vLLM logprobs are those of the
+    # constrained distribution, so TRL's importance-sampling correction (sequence_mask) would drop every
+    # sequence against the unconstrained trainer logprobs: off here.
+    cfg.grpo.extra = {"vllm_structured_outputs_regex": POLICY_REGEX, "vllm_importance_sampling_correction": False}
     train_trajs, _ = load_trajectories_for(cfg.data)
     trainer, _, _, tok = build_trainer(cfg, outp, train_trajs)
     prompts = [tok.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False)
