@@ -520,7 +520,8 @@ def train(cfg: GRPORunConfig, out: Path, train_trajs, run) -> tuple[Any, Any, di
                                   "judge_failed": t.n_failed, "grades": dict(t.grades),
                                   "judge_latency_s_total": round(t.latency_s, 3)}
     policy = trainer.model
-    if peft_config is not None and hasattr(policy, "merge_and_unload"):
+    zero3 = getattr(trainer, "is_deepspeed_enabled", False) and trainer.accelerator.state.deepspeed_plugin.zero_stage == 3
+    if peft_config is not None and hasattr(policy, "merge_and_unload") and not zero3:  # ZeRO-3: sharded, see final/
         policy = policy.merge_and_unload()
     return policy, tokenizer, summary
 
