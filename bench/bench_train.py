@@ -9,8 +9,8 @@ One run, the same tiny setting (the smoke experiment on the tiny model, CPU, rul
    ZeRO-3 over two gloo ranks; counts the steps both ranks logged (``ranks/rank<R>.jsonl``).
 
 Steps per second are the Trainer's ``train_steps_per_second`` (training loop only: model loading and
-vLLM start-up are excluded). On the tiny model vLLM's per-step weight sync and engine overhead dominate;
-on GPUs with real completion lengths generation dominates and colocate wins (docs/cluster.md).
+vLLM start-up are excluded). On the tiny model both are dominated by fixed per-step costs (vLLM's weight
+sync, HF's generate loop), so the ratio is a CPU smoke number, not a GPU prediction (docs/cluster.md).
 
 Options ``key=value``: ``steps`` (6), ``completion_length`` (32).
 Last line, exactly: ``colocate_vs_hf=<colocate steps/s / HF steps/s> zero3_steps=<n> ranks=<ranks that stepped>``.
