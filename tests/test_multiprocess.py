@@ -9,6 +9,7 @@ kill the meta-verifier's vLLM server under a 2-rank run (both ranks stop with Ju
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -134,11 +135,20 @@ def test_zero3_two_ranks_killed_and_resumed(tmp_path, tiny_model):
     try:
         _wait(lambda: (out / "checkpoint-2" / "trainer_state.json").exists(), proc, 1200, "checkpoint-2")
     finally:
+        # a node lost: SIGKILL the ranks (torchrun starts them in their own sessions, so killing the
+        # launcher's process group alone leaves them training) and the launcher
+        first_pids = {x["pid"] for ls in rank_lines(out).values() for x in ls}
+        for pid in first_pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)  # the launcher and both ranks: our own process group
+            os.killpg(proc.pid, signal.SIGKILL)  # our own process group
         proc.wait(60)
-    first_pids = {x["pid"] for ls in rank_lines(out).values() for x in ls}
     assert len(first_pids) == 2
+    deadline = time.monotonic() + 60
+    while any(_alive(p) for p in first_pids) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not any(_alive(p) for p in first_pids)
     done = sorted(int(p.name.split("-")[1]) for p in out.glob("checkpoint-*") if (p / "trainer_state.json").exists())
     assert done and max(done) < 6, "training finished before it could be killed"
     assert not (out / "final").exists()
