@@ -119,11 +119,15 @@ def _wait(cond, proc: subprocess.Popen, timeout: float, what: str) -> None:
 
 
 def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for its reaper counts as gone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def test_zero3_two_ranks_killed_and_resumed(tmp_path, tiny_model):
