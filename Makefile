@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE ?= 1
 export WANDB_MODE ?= offline
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-reward clean browser-deps label-studio
+.PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-reward bench-train clean browser-deps label-studio
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -52,6 +52,9 @@ bench-learning: install
 
 bench-reward: install
 	$(PY) bench/bench_reward.py
+
+bench-train: install
+	$(PY) bench/bench_train.py
 
 # Judgment browser (eval/browse.py): Debian's chromium for the headless-browser tests, and KaTeX
 # vendored from the npm registry (copied into every site at build time; never fetched at view time).

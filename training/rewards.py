@@ -167,6 +167,30 @@ def _log_extra(kwargs: dict[str, Any], column: str, values: list) -> None:
         cb(column, values)
 
 
+def _world_size() -> int:
+    try:
+        import torch.distributed as dist
+    except ImportError:  # pragma: no cover
+        return 1
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def _all_ranks_sum(values: list[int]) -> list[int]:
+    """Sum integers over all ranks of the training process group (identity in a single process).
+
+    Every rank calls the reward once per step, so this collective is reached by all of them.
+    """
+    if _world_size() == 1:
+        return list(values)
+    import torch
+    import torch.distributed as dist
+
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
+    t = torch.tensor(values, dtype=torch.long, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return [int(v) for v in t.tolist()]
+
+
 # ---------------------------------------------------------------------------------------------- rewards
 
 
@@ -318,11 +342,17 @@ class MetaReward:
         self._log_step(st, outputs, gold, kwargs)
         _log_extra(kwargs, "meta_grade", grades)
         _log_extra(kwargs, "meta_rationale", rationales)
-        if st.n_judged and st.n_failed / st.n_judged > self.max_failed_fraction:
+        failed_here = bool(st.n_judged and st.n_failed / st.n_judged > self.max_failed_fraction)
+        # Decided by all ranks together, every step: a rank that stopped alone would leave the
+        # others waiting in the next collective (gather of rewards, gradient all-reduce) forever.
+        n_ranks_failed, n_failed, n_judged = _all_ranks_sum([int(failed_here), st.n_failed, st.n_judged])
+        if n_ranks_failed:
+            first = next((r for r in rationales if r.startswith("judge failed")), "")
+            ranks = (f" on this rank ({n_failed} of {n_judged} on all {_world_size()} ranks, "
+                     f"{n_ranks_failed} over the limit)" if _world_size() > 1 else "")
             raise JudgeFailureError(
-                f"{st.n_failed} of {st.n_judged} meta-verifier calls failed in this step "
-                f"(max_failed_fraction={self.max_failed_fraction}); first error: "
-                f"{next((r for r in rationales if r.startswith('judge failed')), '')!r}. "
+                f"{st.n_failed} of {st.n_judged} meta-verifier calls failed in this step{ranks} "
+                f"(max_failed_fraction={self.max_failed_fraction}); first error: {first!r}. "
                 f"Check the meta-verifier endpoint (reward.endpoint.base_url) or raise reward.max_failed_fraction.")
         return rewards
 
