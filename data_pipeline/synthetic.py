@@ -397,8 +397,9 @@ def gold_verification(traj: ProofTrajectory, style: str = "stepwise") -> str:
 
 
 def _check_verification(traj: ProofTrajectory, info: dict[str, Any]) -> str:
-    """``style="check"``: one short line per step from step 1, the value the step starts from against the
-    value the step before it gave ("Step 2: 17 = 17", "Step 2: 17 != 19, fatal"), up to the first fatal step.
+    """``style="check"``: one short line per step from step 1, the value the step starts from (the stated
+    answer for the last step) against the value the step before it gave, then the judgement
+    ("Step 2: 17 vs 17, ok", "Step 2: 19 vs 17, fatal"), up to the first fatal step.
 
     Each line is a copy-and-compare of two numbers, which a tiny model learns from a few thousand examples
     (``wrong_operand`` and ``wrong_final`` errors); a ``wrong_result`` step is named with its true value.
@@ -413,9 +414,11 @@ def _check_verification(traj: ProofTrajectory, info: dict[str, Any]) -> str:
         parsed = _parse_op_step(traj.proof_steps[i])
         start = traj.proof_steps[i].rstrip(".").split(" ")[-1] if parsed is None else parsed[0]
         if prev is not None:
-            lines.append(f"Step {i}: {prev} = {start}" if start == prev else f"Step {i}: {prev} != {start}, fatal")
+            lines.append(f"Step {i}: {start} vs {prev}, " + ("ok" if start == prev else "fatal"))
         if parsed is not None:
-            left, op, right, _, result = parsed
+            left, op, right, eq, result = parsed
+            if eq != "=":
+                lines.append(f"Step {i}: {eq} for =, recoverable")
             if i == fatal and info.get("fatal_kind") == "wrong_result":
                 a = int(left[:-1] if var else left)
                 b = int(right[:-1] if (var and op != "*") else right)

@@ -58,27 +58,27 @@ class DemoConfig:
     seed: int = 0
     tiny_model: dict[str, Any] = field(default_factory=lambda: {
         "hidden_size": 128, "num_layers": 2, "num_heads": 2, "intermediate_size": 384})
-    n_base: int = 2400
+    n_base: int = 3600
     n_candidates: int = 96
     synthetic_knobs: dict[str, Any] = field(default_factory=lambda: {
-        "min_steps": 3, "max_steps": 4, "max_operand": 20, "recoverable_rate": 0.0, "qe_fraction": 0.0,
-        "fatal_kinds": ["wrong_operand", "wrong_final"]})
+        "min_steps": 3, "max_steps": 3, "max_operand": 9, "recoverable_rate": 0.0, "qe_fraction": 0.0,
+        "subjects": ["arithmetic"], "fatal_kinds": ["wrong_operand", "wrong_final"]})
     held_out_size: int = 94
     select_n: int = 8
     select_budget: int = 24
     augment_accept_percent: int = 95
-    judge_max_tokens: int = 64
+    judge_max_tokens: int = 80
     prompt_template: str = "verify_compact"
     sft_style: str = "check"
-    sft_steps: int = 300
+    sft_steps: int = 450
     sft_batch_size: int = 8
     sft_learning_rate: float = 3e-3
-    grpo_steps: int = 10
+    grpo_steps: int = 8
     grpo_batch_size: int = 16
-    grpo_num_generations: int = 8
-    grpo_max_completion_length: int = 64
+    grpo_num_generations: int = 4
+    grpo_max_completion_length: int = 80
     grpo_learning_rate: float = 1e-4
-    grpo_beta: float = 0.04
+    grpo_beta: float = 0.0
     grpo_temperature: float = 1.0
     grpo_format_weight: float = 0.5
     eval_n: int = 8

@@ -88,13 +88,22 @@ def test_knobs_and_determinism():
 
 def test_gold_verification_parses_and_grades_exact():
     meta = RuleMetaVerifier()
-    for style in ("stepwise", "short"):
+    for style in ("stepwise", "check", "short"):
         for t in generate_synthetic(200, seed=5):
             text = gold_verification(t, style)
             out = parse_verification(text, len(t.proof_steps))
             assert out.ok and out.verdict is t.gold_verdict
             assert out.first_error_step == t.annotation.first_fatal_error_step
             assert meta.grade(t, out).grade is MetaGrade.EXACT_MATCH, (style, t.id, text)
+    # style=check: one copy-and-compare line per step, up to the fatal one
+    t = next(t for t in generate_synthetic(50, seed=3, fatal_kinds=["wrong_operand"], recoverable_rate=0.0,
+                                           subjects=["arithmetic"])
+             if not t.annotation.is_valid)
+    k = t.annotation.first_fatal_error_step
+    written, expected = t.meta["synthetic"]["planted"]["written"], t.meta["synthetic"]["planted"]["expected"]
+    lines = gold_verification(t, "check").split("\n\n")[0].splitlines()
+    assert lines[-1] == f"Step {k}: {written} vs {expected}, fatal" and len(lines) == k
+    assert all(line.endswith(", ok") for line in lines[:-1])
     row = sft_row(generate_synthetic(1, seed=2)[0])
     assert row["prompt"][0]["role"] == "user" and row["completion"][0]["role"] == "assistant"
 
