@@ -62,6 +62,7 @@ class BenchConfig:
     sft_batch: int = 8
     sft_lr: float = 3e-3
     style: str = "check"
+    init_from: str = ""  # an existing SFT warm start (e.g. runs/demo/sft/final) instead of building and training one
     # GRPO (the same budget for both arms)
     grpo_steps: int = 8
     grpo_batch: int = 16  # completions per step (B x G)
@@ -199,7 +200,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"[bench-learning] {name}: {timings[name]:.0f}s (total {time.monotonic() - t_start:.0f}s)", flush=True)
 
     t0 = time.monotonic()
-    model_dir = build(TinyModelConfig(out=str(out / "model"), seed=cfg.seed, hidden_size=cfg.hidden_size,
+    model_dir = Path(cfg.init_from) if cfg.init_from else build(TinyModelConfig(out=str(out / "model"), seed=cfg.seed, hidden_size=cfg.hidden_size,
                                       num_layers=cfg.num_layers, intermediate_size=cfg.intermediate_size))
     tick("build model", t0)
     task = {"min_steps": cfg.min_steps, "max_steps": cfg.max_steps, "max_operand": cfg.max_operand,
@@ -221,8 +222,14 @@ def main(argv: list[str] | None = None) -> None:
                            data=data(cfg.n_sft, cfg.seed + 1), style=cfg.style, max_steps=cfg.sft_steps,
                            per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.sft_lr, warmup_steps=5,
                            max_length=512, logging_steps=25, seed=cfg.seed)
-    sft_model = sft_train(sft_cfg, sft_trajs)
-    tick("SFT", t0)
+    if cfg.init_from:
+        if not (model_dir / "config.json").is_file():
+            raise SystemExit(f"init_from={cfg.init_from}: not a model folder (no config.json)")
+        sft_model = model_dir
+        print(f"[bench-learning] SFT warm start: {sft_model} (init_from; no SFT run)", flush=True)
+    else:
+        sft_model = sft_train(sft_cfg, sft_trajs)
+        tick("SFT", t0)
 
     ev = EvalConfig(n_passes=cfg.eval_passes, aggregation="pessimistic", max_new_tokens=cfg.max_completion_length,
                     temperature=cfg.eval_temperature, batch_size=cfg.eval_batch, bootstrap_n=cfg.bootstrap_n,

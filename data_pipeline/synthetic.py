@@ -27,6 +27,7 @@ model can learn, in words its tokenizer knows), ``style="short"`` is the reviewe
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
@@ -71,6 +72,9 @@ class SyntheticConfig:
     qe_fraction: float = 0.2  # problems in the harder "QE" split (one extra step); others are "UG"
     reference: str = "answer"  # reference_solution: none | answer | full
     id_prefix: str = "syn"
+    # problem_id from the problem text (same text, same problem: splits by problem never leak a problem seen
+    # in training into the held-out set, which matters when the problem space is small); default: by index
+    problem_id_from_text: bool = False
     write_sft: bool = True  # also write sft.jsonl (prompt + gold verification, TRL conversational format)
     sft_style: str = "stepwise"  # stepwise | short
     with_reference_in_prompt: bool = True
@@ -308,8 +312,11 @@ def iter_synthetic(cfg: SyntheticConfig) -> Iterator[ProofTrajectory]:
         rng = random.Random(f"{cfg.seed}:{p}")
         prob = _problem(rng, cfg, p)
         pid = f"{cfg.id_prefix}-{cfg.seed}-{p:0{width}d}"
+        tid = pid
+        if cfg.problem_id_from_text:
+            pid = f"{cfg.id_prefix}-" + hashlib.sha1(prob["problem"].encode()).hexdigest()[:12]
         for k in range(min(cfg.proofs_per_problem, cfg.n - made)):
-            yield _make_trajectory(rng, cfg, pid, f"{pid}-{k}", prob["problem"], prob["var"], prob["start"],
+            yield _make_trajectory(rng, cfg, pid, f"{tid}-{k}", prob["problem"], prob["var"], prob["start"],
                                    prob["ops"], prob["subject"], prob["split"], prob["reference"])
             made += 1
 

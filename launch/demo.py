@@ -62,7 +62,8 @@ class DemoConfig:
     n_candidates: int = 96
     synthetic_knobs: dict[str, Any] = field(default_factory=lambda: {
         "min_steps": 3, "max_steps": 3, "max_operand": 9, "recoverable_rate": 0.0, "qe_fraction": 0.0,
-        "subjects": ["arithmetic"], "fatal_kinds": ["wrong_operand", "wrong_final"]})
+        "subjects": ["arithmetic"], "fatal_kinds": ["wrong_operand", "wrong_final"],
+        "problem_id_from_text": True})
     held_out_size: int = 94
     select_n: int = 8
     select_budget: int = 24
