@@ -51,7 +51,7 @@ class BenchConfig:
     # task (the demo's synthetic knobs)
     n_sft: int = 3600
     n_grpo: int = 256
-    n_eval: int = 64
+    n_eval: int = 160  # generated; held-out records whose problem occurs in any training set are dropped
     min_steps: int = 3
     max_steps: int = 3
     max_operand: int = 9
@@ -63,6 +63,7 @@ class BenchConfig:
     sft_lr: float = 3e-3
     style: str = "check"
     init_from: str = ""  # an existing SFT warm start (e.g. runs/demo/sft/final) instead of building and training one
+    exclude_problems_of: str = ""  # trajectory JSONL (e.g. that warm start's training data): its problems leave the held-out set
     # GRPO (the same budget for both arms)
     grpo_steps: int = 8
     grpo_batch: int = 16  # completions per step (B x G)
@@ -205,7 +206,7 @@ def main(argv: list[str] | None = None) -> None:
     tick("build model", t0)
     task = {"min_steps": cfg.min_steps, "max_steps": cfg.max_steps, "max_operand": cfg.max_operand,
             "recoverable_rate": 0.0, "qe_fraction": 0.0, "fatal_kinds": cfg.fatal_kinds.split(","),
-            "subjects": cfg.subjects.split(",")}
+            "subjects": cfg.subjects.split(","), "problem_id_from_text": True}
 
     def data(n_train: int, seed: int) -> DataConfig:
         return DataConfig(source="synthetic", n_train=n_train, n_eval=cfg.n_eval, seed=seed,
@@ -217,7 +218,25 @@ def main(argv: list[str] | None = None) -> None:
     from training.grpo import load_trajectories_for
 
     sft_trajs, _ = load_trajectories_for(data(cfg.n_sft, cfg.seed + 1))
-    _, gold = load_trajectories_for(data(cfg.n_grpo, cfg.seed + 2))
+    grpo_trajs, gold = load_trajectories_for(data(cfg.n_grpo, cfg.seed + 2))  # drops held-out problems of GRPO's
+    seen = {t.problem_id for t in sft_trajs} if not cfg.init_from else set()
+    if cfg.exclude_problems_of:
+        from verifier.io import load_trajectories
+
+        seen |= {t.problem_id for t in load_trajectories(cfg.exclude_problems_of).records}
+    n_gen = len(gold)
+    gold = [t for t in gold if t.problem_id not in seen]
+    print(f"[bench-learning] held-out: {len(gold)} records ({n_gen - len(gold)} dropped: their problem occurs in the "
+          "SFT data)" + ("" if seen or not cfg.init_from else "; init_from without exclude_problems_of: overlap "
+                         "with the warm start's data is not checked"), flush=True)
+    if len(gold) < 20:
+        raise SystemExit(f"only {len(gold)} held-out records left after removing training problems: raise n_eval")
+    from verifier.io import write_jsonl
+
+    write_jsonl(out / "grpo_train.jsonl", grpo_trajs)
+    write_jsonl(out / "held_out.jsonl", gold)  # every model is judged on exactly these records
+    run_data = DataConfig(source="jsonl", train_path=str(out / "grpo_train.jsonl"), eval_path=str(out / "held_out.jsonl"),
+                          n_train=0, n_eval=0, prompt_template="verify_compact")
     sft_cfg = SFTRunConfig(output_dir=str(out / "sft"), model=ModelConfig(name_or_path=str(model_dir)),
                            data=data(cfg.n_sft, cfg.seed + 1), style=cfg.style, max_steps=cfg.sft_steps,
                            per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.sft_lr, warmup_steps=5,
@@ -238,7 +257,7 @@ def main(argv: list[str] | None = None) -> None:
     def run_cfg(name: str, train: bool, components: dict[str, float], seed: int) -> GRPORunConfig:
         return GRPORunConfig(
             experiment_name=name.split("/")[0], output_dir=str(out / name), train=train, init_from=str(sft_model),
-            model=ModelConfig(name_or_path=str(sft_model)), data=data(cfg.n_grpo, cfg.seed + 2),
+            model=ModelConfig(name_or_path=str(sft_model)), data=run_data,
             reward=RewardConfig(components=components, meta_judge="rule"),
             grpo=GRPOSettings(max_steps=cfg.grpo_steps, per_device_train_batch_size=cfg.grpo_batch,
                               num_generations=cfg.num_generations, max_completion_length=cfg.max_completion_length,
@@ -285,7 +304,9 @@ def main(argv: list[str] | None = None) -> None:
     _plot(report, out / "learning.png")
     print(md)
     r, mv = rows[1], rows[2]
-    order = "reproduces" if d_meta[0] > 0 else "does NOT reproduce"
+    order = ("reproduces (95% CI above 0)" if d_meta[1] is not None and d_meta[1] > 0 else
+             "points the same way but is NOT significant (95% CI includes 0)" if d_meta[0] > 0 else
+             "does NOT reproduce")
     print(f"Table 3 ordering (Meta-Ver-RL above Rough-RL in Meta Balanced F1) {order} here: "
           f"{_f(mv['meta.balanced_f1'][0])} vs {_f(r['meta.balanced_f1'][0])}, difference "
           f"{_pts(d_meta[0])} points, 95% CI [{_pts(d_meta[1])}, {_pts(d_meta[2])}] over problems and seeds")
