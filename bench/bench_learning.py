@@ -65,7 +65,7 @@ class BenchConfig:
     init_from: str = ""  # an existing SFT warm start (e.g. runs/demo/sft/final) instead of building and training one
     exclude_problems_of: str = ""  # trajectory JSONL (e.g. that warm start's training data): its problems leave the held-out set
     # GRPO (the same budget for both arms)
-    grpo_steps: int = 8
+    grpo_steps: int = 6
     grpo_batch: int = 16  # completions per step (B x G)
     num_generations: int = 4
     grpo_lr: float = 1e-4
