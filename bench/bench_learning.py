@@ -299,7 +299,7 @@ def main(argv: list[str] | None = None) -> None:
               "meta_vs_rough_meta_bf1": d_meta,
               "train_logs": {f"{a}/seed{s}": _reward_curve(out / a / f"seed{s}") for a in arms for s in seeds}}
     (out / "report.json").write_text(json.dumps(report, indent=1))
-    md = _markdown(rows, cfg, d_meta)
+    md = _markdown(rows, cfg, d_meta, len(gold))
     (out / "report.md").write_text(md)
     _plot(report, out / "learning.png")
     print(md)
@@ -324,8 +324,8 @@ def _f(v: float | None) -> str:
     return "n/a" if v is None else f"{100 * v:.1f}"
 
 
-def _markdown(rows: list[dict[str, Any]], cfg: BenchConfig, d_meta) -> str:
-    lines = [(f"Held-out synthetic verification ({cfg.n_eval} records, {cfg.eval_passes}-pass pessimistic judging at "
+def _markdown(rows: list[dict[str, Any]], cfg: BenchConfig, d_meta, n_records: int) -> str:
+    lines = [(f"Held-out synthetic verification ({n_records} records, {cfg.eval_passes}-pass pessimistic judging at "
              f"T={cfg.eval_temperature}, rule meta-verifier); rough_rl and meta_ver_rl pooled over seeds "
              f"{cfg.seeds} from the same SFT warm start, {cfg.grpo_steps} GRPO steps x {cfg.grpo_batch} completions "
              "each. 95% CIs (reward: bootstrap over records; TPR/TNR/F1: clustered by problem)"), "",
