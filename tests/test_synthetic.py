@@ -139,7 +139,7 @@ def test_fits_tiny_model_context(tiny_model):
 def test_problem_id_from_text_groups_repeated_problems():
     """A small problem space repeats problem texts; with problem_id_from_text the same text is the same problem,
     so a split by problem never puts a training problem into the held-out set."""
-    kw = dict(min_steps=3, max_steps=3, max_operand=3, recoverable_rate=0.0, subjects=["arithmetic"])
+    kw = {"min_steps": 3, "max_steps": 3, "max_operand": 3, "recoverable_rate": 0.0, "subjects": ["arithmetic"]}
     by_index = generate_synthetic(400, seed=0, **kw)
     by_text = generate_synthetic(400, seed=0, problem_id_from_text=True, **kw)
     assert [t.problem for t in by_text] == [t.problem for t in by_index]  # same proofs, other problem ids
