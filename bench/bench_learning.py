@@ -1,20 +1,22 @@
-"""`make bench-learning`: does GRPO with the meta reward really learn on a CPU? (section 4.3, Table 3)
+"""`make bench-learning`: Table 3's reward claim at CPU scale (section 4.3, 5.4).
 
-On the synthetic verification task (``data_pipeline.synthetic``): build a small local model,
-SFT warm start on gold verifications (``training/sft.py``), then GRPO from the SFT model with
-the Meta-Ver-RL reward (rule-based meta-verifier) and, side by side, with the Rough-RL reward.
-Every model is evaluated on the same held-out trajectories (problems disjoint from training),
-``eval.samples`` sampled verifications each at the training temperature, by the one held-out path of
-``training/grpo.py`` (``eval.verifierbench`` with ``vllm.LLM`` on each saved checkpoint):
+On the synthetic verification task (``data_pipeline.synthetic``, the demo's knobs): build the demo's
+tiny model, SFT warm start on gold verifications (``training/sft.py``, ``style=check``), then, from that
+same warm start and with the same budget, GRPO with the Rough-RL reward (polarity) and with the
+Meta-Ver-RL reward (rule-based meta-verifier grade), each with ``seeds`` (3) training seeds. Every model
+is evaluated on the same held-out trajectories (problems disjoint from training) with 8-pass pessimistic
+judging by the one held-out path of ``training/grpo.py`` (``eval.verifierbench`` with ``vllm.LLM`` on
+each saved checkpoint, graded by ``RuleMetaVerifier``, scored by ``eval.metrics``):
 
-* held-out mean reward (meta grade per sample, unparseable = 0) before and after GRPO, with a
-  paired bootstrap CI of the difference over held-out records;
-* Rough and Meta Balanced F1 (``eval.metrics``, problem-clustered bootstrap CIs);
-* Rough-RL against Meta-Ver-RL on the same numbers.
+* Rough and Meta TPR / TNR / Balanced F1 of base (the SFT warm start), rough_rl and meta_ver_rl (seeds
+  pooled; CIs clustered by problem);
+* meta_ver_rl - rough_rl in Meta Balanced F1, with a bootstrap CI that resamples problems and seeds;
+* held-out mean reward (meta grade per pass, unparseable = 0) of base and meta_ver_rl with a paired
+  bootstrap CI of the difference over held-out records.
 
 Writes ``runs/bench_learning/{report.json,report.md,learning.png}``. Options as ``key=value``
 (see ``BenchConfig``). Last line, exactly:
-``reward_before=<x> reward_after=<y> delta_ci_low=<lower 95% bound of y - x>``.
+``reward_before=<r> reward_after=<r> delta_ci_low=<r> meta_vs_rough_meta_f1=<d> meta_vs_rough_ci_low=<l>``.
 """
 
 from __future__ import annotations
@@ -40,37 +42,41 @@ os.environ.setdefault("WANDB_SILENT", "true")
 @dataclass
 class BenchConfig:
     out: str = "runs/bench_learning"
-    seed: int = 0
-    # model
+    seed: int = 0  # model, SFT and data seed
+    seeds: str = "0,1,2"  # GRPO seeds of each arm (rough_rl, meta_ver_rl)
+    # model (the demo's tiny model, configs/demo.yaml)
     hidden_size: int = 128
     num_layers: int = 2
     intermediate_size: int = 384
-    # task
-    n_sft: int = 560
+    # task (the demo's synthetic knobs)
+    n_sft: int = 3600
     n_grpo: int = 256
-    n_eval: int = 96
+    n_eval: int = 160  # generated; held-out records whose problem occurs in any training set are dropped
     min_steps: int = 3
     max_steps: int = 3
     max_operand: int = 9
+    subjects: str = "arithmetic"
     fatal_kinds: str = "wrong_operand,wrong_final"
-    # SFT
-    sft_steps: int = 70
+    # SFT warm start (shared by every arm)
+    sft_steps: int = 450
     sft_batch: int = 8
     sft_lr: float = 3e-3
-    style: str = "minimal"
-    # GRPO
-    grpo_steps: int = 50
-    grpo_batch: int = 32  # completions per step (B x G)
-    num_generations: int = 8
-    grpo_lr: float = 3e-4
-    format_weight: float = 1.0  # format component added to both rewards (composable weights)
-    beta: float = 0.04  # KL coefficient to the SFT model
-    max_completion_length: int = 40
+    style: str = "check"
+    init_from: str = ""  # an existing SFT warm start (e.g. runs/demo/sft/final) instead of building and training one
+    exclude_problems_of: str = ""  # trajectory JSONL (e.g. that warm start's training data): its problems leave the held-out set
+    # GRPO (the same budget for both arms)
+    grpo_steps: int = 6
+    grpo_batch: int = 16  # completions per step (B x G)
+    num_generations: int = 4
+    grpo_lr: float = 1e-4
+    format_weight: float = 0.5  # format component added to both rewards (composable weights)
+    beta: float = 0.0  # KL coefficient to the SFT model (0: no reference model, cheaper)
+    max_completion_length: int = 80
     temperature: float = 1.0
-    # eval
-    eval_samples: int = 6
+    # evaluation: 8-pass pessimistic judging (section 4.4), rule meta-verifier
+    eval_passes: int = 8
+    eval_temperature: float = 0.5
     bootstrap_n: int = 1000
-    skip_rough: bool = False
 
 
 def _overrides(argv: list[str], cfg: BenchConfig) -> BenchConfig:
@@ -81,6 +87,8 @@ def _overrides(argv: list[str], cfg: BenchConfig) -> BenchConfig:
             raise SystemExit(f"unknown option {k!r}; options: {', '.join(types)}")
         cur = getattr(cfg, k)
         setattr(cfg, k, v.lower() in ("1", "true", "yes") if isinstance(cur, bool) else type(cur)(v))
+    if len(cfg.seeds.split(",")) < 1 or cfg.eval_passes < 1 or cfg.grpo_batch % cfg.num_generations:
+        raise SystemExit("seeds needs at least one seed, eval_passes >= 1, grpo_batch a multiple of num_generations")
     return cfg
 
 
@@ -106,11 +114,75 @@ def mean_ci(values: list[float], n: int = 1000, seed: int = 0) -> tuple[float, f
     return float(v.mean()), float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
 
 
+def record_counts(gold, predictions_jsonl: Path):
+    """Per-record indicator rows (``eval.metrics.record_row``) of a run's predictions, in gold order."""
+    import numpy as np
+
+    from eval.metrics import Prediction, record_row
+    from verifier.io import read_jsonl
+
+    preds = {str(r["id"]): Prediction.from_dict(r) for r in read_jsonl(predictions_jsonl)}
+    missing = [t.id for t in gold if t.id not in preds]
+    if missing:
+        raise SystemExit(f"{predictions_jsonl}: no prediction for {len(missing)} held-out records, e.g. {missing[0]!r}")
+    return np.array([record_row(t, preds[t.id]) for t in gold], dtype=float)
+
+
+def pooled_metrics(gold, per_seed, spec) -> dict[str, Any]:
+    """Rough / Meta TPR, TNR, Balanced F1 over all (seed, record) pairs; CIs resample problems."""
+    import numpy as np
+
+    from eval.metrics import metric_table
+
+    rows = np.concatenate(per_seed)
+    clusters = [t.problem_id for t in gold] * len(per_seed)
+    return metric_table(rows, clusters, list(METRICS), spec)
+
+
+def meta_f1_delta_ci(gold, a_seeds, b_seeds, n: int, seed: int, level: float = 0.95):
+    """Meta Balanced F1 of arm A minus arm B, with a bootstrap CI that resamples problems (paired: the same
+    problems for both arms) and, independently per arm, the training seeds."""
+    import numpy as np
+
+    from eval.metrics import COLUMNS
+    from eval.stats import harmonic, percentile_ci, safe_ratio
+
+    pids = sorted({t.problem_id for t in gold})
+    col = {c: i for i, c in enumerate(COLUMNS)}
+
+    def per_problem(seeds):  # [S, P, K]: counts of each problem under each seed
+        idx = np.array([pids.index(t.problem_id) for t in gold])
+        out = np.zeros((len(seeds), len(pids), len(COLUMNS)))
+        for s, rows in enumerate(seeds):
+            np.add.at(out[s], idx, rows)
+        return out
+
+    def f1(sums):
+        tpr = safe_ratio(sums[..., col["meta_tp"]], sums[..., col["pos"]])
+        tnr = safe_ratio(sums[..., col["meta_tn"]], sums[..., col["neg"]])
+        return harmonic(tpr, tnr)
+
+    A, B = per_problem(a_seeds), per_problem(b_seeds)
+    point = float(f1(A.sum((0, 1))) - f1(B.sum((0, 1))))
+    rng = np.random.default_rng(seed)
+    P = rng.integers(0, len(pids), size=(n, len(pids)))
+    sa = rng.integers(0, len(A), size=(n, len(A)))
+    sb = rng.integers(0, len(B), size=(n, len(B)))
+    boot_a = A[sa[:, :, None], P[:, None, :]].sum((1, 2))
+    boot_b = B[sb[:, :, None], P[:, None, :]].sum((1, 2))
+    lo, hi = percentile_ci(f1(boot_a) - f1(boot_b), level)
+    return point, lo, hi
+
+
+METRICS = ("rough.tpr", "rough.tnr", "rough.balanced_f1", "meta.tpr", "meta.tnr", "meta.balanced_f1")
+
+
 def main(argv: list[str] | None = None) -> None:
     cfg = _overrides(sys.argv[1:] if argv is None else argv, BenchConfig())
     import torch
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    from eval.stats import BootstrapSpec
     from training.grpo import DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings, run
     from training.rewards import RewardConfig
     from training.sft import SFTRunConfig, sft_train
@@ -120,107 +192,145 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
+    seeds = [int(s) for s in cfg.seeds.split(",")]
 
     def tick(name: str, t0: float) -> None:
         timings[name] = round(time.monotonic() - t0, 1)
         print(f"[bench-learning] {name}: {timings[name]:.0f}s (total {time.monotonic() - t_start:.0f}s)", flush=True)
 
     t0 = time.monotonic()
-    model_dir = build(TinyModelConfig(out=str(out / "model"), seed=cfg.seed, hidden_size=cfg.hidden_size,
+    model_dir = Path(cfg.init_from) if cfg.init_from else build(TinyModelConfig(out=str(out / "model"), seed=cfg.seed, hidden_size=cfg.hidden_size,
                                       num_layers=cfg.num_layers, intermediate_size=cfg.intermediate_size))
     tick("build model", t0)
     task = {"min_steps": cfg.min_steps, "max_steps": cfg.max_steps, "max_operand": cfg.max_operand,
-            "recoverable_rate": 0.0, "qe_fraction": 0.0, "fatal_kinds": cfg.fatal_kinds.split(",")}
+            "recoverable_rate": 0.0, "qe_fraction": 0.0, "fatal_kinds": cfg.fatal_kinds.split(","),
+            "subjects": cfg.subjects.split(","), "problem_id_from_text": True}
 
     def data(n_train: int, seed: int) -> DataConfig:
         return DataConfig(source="synthetic", n_train=n_train, n_eval=cfg.n_eval, seed=seed,
                           prompt_template="verify_compact", synthetic=dict(task))
 
-    # SFT warm start: its own problems (seed + 1); GRPO: seed + 2; held-out: seed + 2 + 10000 (disjoint ids)
+    # SFT warm start: its own problems (seed + 1); GRPO: seed + 2; held-out: seed + 2 + 10000 (disjoint ids),
+    # the same held-out records for every model
     t0 = time.monotonic()
     from training.grpo import load_trajectories_for
 
     sft_trajs, _ = load_trajectories_for(data(cfg.n_sft, cfg.seed + 1))
+    grpo_trajs, gold = load_trajectories_for(data(cfg.n_grpo, cfg.seed + 2))  # drops held-out problems of GRPO's
+    seen = {t.problem_id for t in sft_trajs} if not cfg.init_from else set()
+    if cfg.exclude_problems_of:
+        from verifier.io import load_trajectories
+
+        seen |= {t.problem_id for t in load_trajectories(cfg.exclude_problems_of).records}
+    n_gen = len(gold)
+    gold = [t for t in gold if t.problem_id not in seen]
+    print(f"[bench-learning] held-out: {len(gold)} records ({n_gen - len(gold)} dropped: their problem occurs in the "
+          "SFT data)" + ("" if seen or not cfg.init_from else "; init_from without exclude_problems_of: overlap "
+                         "with the warm start's data is not checked"), flush=True)
+    if len(gold) < 20:
+        raise SystemExit(f"only {len(gold)} held-out records left after removing training problems: raise n_eval")
+    from verifier.io import write_jsonl
+
+    write_jsonl(out / "grpo_train.jsonl", grpo_trajs)
+    write_jsonl(out / "held_out.jsonl", gold)  # every model is judged on exactly these records
+    run_data = DataConfig(source="jsonl", train_path=str(out / "grpo_train.jsonl"), eval_path=str(out / "held_out.jsonl"),
+                          n_train=0, n_eval=0, prompt_template="verify_compact")
     sft_cfg = SFTRunConfig(output_dir=str(out / "sft"), model=ModelConfig(name_or_path=str(model_dir)),
                            data=data(cfg.n_sft, cfg.seed + 1), style=cfg.style, max_steps=cfg.sft_steps,
                            per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.sft_lr, warmup_steps=5,
-                           max_length=512, logging_steps=10, seed=cfg.seed,
+                           max_length=512, logging_steps=25, seed=cfg.seed,
                            gradient_accumulation_steps=1, bf16=False)  # CPU (the dataclass defaults are GPU values)
-    sft_model = sft_train(sft_cfg, sft_trajs)
-    tick("SFT", t0)
+    if cfg.init_from:
+        if not (model_dir / "config.json").is_file():
+            raise SystemExit(f"init_from={cfg.init_from}: not a model folder (no config.json)")
+        sft_model = model_dir
+        print(f"[bench-learning] SFT warm start: {sft_model} (init_from; no SFT run)", flush=True)
+    else:
+        sft_model = sft_train(sft_cfg, sft_trajs)
+        tick("SFT", t0)
 
-    ev = EvalConfig(n_passes=cfg.eval_samples, aggregation="majority", max_new_tokens=cfg.max_completion_length, temperature=cfg.temperature,
-                    bootstrap_n=cfg.bootstrap_n, seed=cfg.seed)
+    ev = EvalConfig(n_passes=cfg.eval_passes, aggregation="pessimistic", max_new_tokens=cfg.max_completion_length,
+                    temperature=cfg.eval_temperature, bootstrap_n=cfg.bootstrap_n,
+                    seed=cfg.seed)
 
-    def run_cfg(name: str, train: bool, components: dict[str, float]) -> GRPORunConfig:
+    def run_cfg(name: str, train: bool, components: dict[str, float], seed: int) -> GRPORunConfig:
         return GRPORunConfig(
-            experiment_name=name, output_dir=str(out / name), train=train, init_from=str(sft_model),
-            model=ModelConfig(name_or_path=str(sft_model)), data=data(cfg.n_grpo, cfg.seed + 2),
+            experiment_name=name.split("/")[0], output_dir=str(out / name), train=train, init_from=str(sft_model),
+            model=ModelConfig(name_or_path=str(sft_model)), data=run_data,
             reward=RewardConfig(components=components, meta_judge="rule"),
             grpo=GRPOSettings(max_steps=cfg.grpo_steps, per_device_train_batch_size=cfg.grpo_batch,
                               num_generations=cfg.num_generations, max_completion_length=cfg.max_completion_length,
                               learning_rate=cfg.grpo_lr, temperature=cfg.temperature, save_steps=10_000,
                               beta=cfg.beta, gradient_accumulation_steps=1, warmup_steps=0, bf16=False,
-                              logging_steps=5, seed=cfg.seed, log_completions=False),
+                              logging_steps=2, seed=seed, log_completions=False),
             eval=ev, wandb=WandbSettings(enabled=False))
 
-    results: dict[str, Any] = {}
-
-    def evaluate(name: str, train: bool, components: dict[str, float]) -> dict[str, Any]:
-        t0 = time.monotonic()
-        m = run(run_cfg(name, train, components))
-        m["per_record_reward_mean"] = m["per_record_reward"]  # mean over the eval samples of each record
-        m["single"] = m.get("per_pass", m)  # metrics with each sample as one verdict
-        tick(f"{name} ({'GRPO + ' if train else ''}eval)", t0)
-        return m
-
-    results["sft"] = evaluate("sft", False, {"meta": 1.0})
     fmt = {"format": cfg.format_weight} if cfg.format_weight else {}
-    results["meta_ver_rl"] = evaluate("meta_ver_rl", True, {**fmt, "meta": 1.0})
-    if not cfg.skip_rough:
-        results["rough_rl"] = evaluate("rough_rl", True, {**fmt, "rough": 1.0, "meta": 0.0})
+    arms = {"rough_rl": {**fmt, "rough": 1.0, "meta": 0.0}, "meta_ver_rl": {**fmt, "meta": 1.0}}
+    runs: dict[str, list[dict[str, Any]]] = {}  # arm -> one metrics dict per seed
+    counts: dict[str, list[Any]] = {}  # arm -> one [records, COLUMNS] array per seed
+    t0 = time.monotonic()
+    m = run(run_cfg("base", False, {"meta": 1.0}, cfg.seed))
+    runs["base"], counts["base"] = [m], [record_counts(gold, out / "base" / "heldout" / "judgments.jsonl")]
+    tick("base = SFT warm start (eval)", t0)
+    for seed in seeds:
+        for arm, comps in arms.items():
+            t0 = time.monotonic()
+            name = f"{arm}/seed{seed}"
+            m = run(run_cfg(name, True, comps, seed))
+            runs.setdefault(arm, []).append(m)
+            counts.setdefault(arm, []).append(record_counts(gold, out / name / "heldout" / "judgments.jsonl"))
+            tick(f"{name} (GRPO + eval)", t0)
 
-    before = results["sft"]["per_record_reward_mean"]
+    spec = BootstrapSpec(n=cfg.bootstrap_n, seed=cfg.seed)
+    before = runs["base"][0]["per_record_reward"]
     rows = []
-    for name, m in results.items():
-        mr = mean_ci(m["per_record_reward_mean"], cfg.bootstrap_n, cfg.seed)
-        d = paired_delta_ci(before, m["per_record_reward_mean"], cfg.bootstrap_n, cfg.seed)
-        mets = m["single"]
-        rows.append({"model": name, "reward": mr, "delta_vs_sft": d,
-                     **{k: (mets[k]["value"], *(mets[k]["ci"] or [None, None]))
-                        for k in ("rough.tpr", "rough.tnr", "rough.balanced_f1", "meta.tpr", "meta.tnr",
-                                  "meta.balanced_f1")},
-                     "parse_failure_rate": m["parse_failure_rate"]})
+    for name in ("base", "rough_rl", "meta_ver_rl"):
+        per_record = [sum(v) / len(v) for v in zip(*(r["per_record_reward"] for r in runs[name]))]
+        pooled = pooled_metrics(gold, counts[name], spec)
+        rows.append({"model": name, "seeds": 1 if name == "base" else len(seeds),
+                     "reward": mean_ci(per_record, cfg.bootstrap_n, cfg.seed),
+                     "delta_vs_sft": paired_delta_ci(before, per_record, cfg.bootstrap_n, cfg.seed),
+                     **{k: (pooled[k]["value"], *(pooled[k]["ci"] or [None, None])) for k in METRICS},
+                     "per_seed_meta_bf1": [r["meta.balanced_f1"]["value"] for r in runs[name]],
+                     "parse_failure_rate": sum(r["parse_failure_rate"] for r in runs[name]) / len(runs[name])})
+    d_meta = meta_f1_delta_ci(gold, counts["meta_ver_rl"], counts["rough_rl"], cfg.bootstrap_n, cfg.seed)
     report = {"config": dataclasses.asdict(cfg), "timings_s": timings, "rows": rows,
-              "train_logs": {n: _reward_curve(out / n) for n in results if n != "sft"}}
+              "meta_vs_rough_meta_bf1": d_meta,
+              "train_logs": {f"{a}/seed{s}": _reward_curve(out / a / f"seed{s}") for a in arms for s in seeds}}
     (out / "report.json").write_text(json.dumps(report, indent=1))
-    md = _markdown(rows, cfg)
+    md = _markdown(rows, cfg, d_meta, len(gold))
     (out / "report.md").write_text(md)
     _plot(report, out / "learning.png")
     print(md)
-    if not cfg.skip_rough:
-        r, m = next(x for x in rows if x["model"] == "rough_rl"), next(x for x in rows if x["model"] == "meta_ver_rl")
-        d = paired_delta_ci(results["rough_rl"]["per_record_reward_mean"],
-                            results["meta_ver_rl"]["per_record_reward_mean"], cfg.bootstrap_n, cfg.seed)
-        print(f"Meta-Ver-RL vs Rough-RL: held-out meta reward {m['reward'][0]:.3f} vs {r['reward'][0]:.3f} "
-              f"(paired diff {d[0]:+.3f}, 95% CI [{d[1]:+.3f}, {d[2]:+.3f}]); Meta BF1 "
-              f"{_f(m['meta.balanced_f1'][0])} vs {_f(r['meta.balanced_f1'][0])}; Rough BF1 "
-              f"{_f(m['rough.balanced_f1'][0])} vs {_f(r['rough.balanced_f1'][0])}")
+    r, mv = rows[1], rows[2]
+    order = ("reproduces (95% CI above 0)" if d_meta[1] is not None and d_meta[1] > 0 else
+             "points the same way but is NOT significant (95% CI includes 0)" if d_meta[0] > 0 else
+             "does NOT reproduce")
+    print(f"Table 3 ordering (Meta-Ver-RL above Rough-RL in Meta Balanced F1) {order} here: "
+          f"{_f(mv['meta.balanced_f1'][0])} vs {_f(r['meta.balanced_f1'][0])}, difference "
+          f"{_pts(d_meta[0])} points, 95% CI [{_pts(d_meta[1])}, {_pts(d_meta[2])}] over problems and seeds")
     print(f"wrote {out / 'report.md'}, {out / 'learning.png'}; total {time.monotonic() - t_start:.0f}s")
-    meta = next(x for x in rows if x["model"] == "meta_ver_rl")
-    print(f"reward_before={rows[0]['reward'][0]:.4f} reward_after={meta['reward'][0]:.4f} "
-          f"delta_ci_low={meta['delta_vs_sft'][1]:.4f}")
+    print(f"reward_before={rows[0]['reward'][0]:.4f} reward_after={mv['reward'][0]:.4f} "
+          f"delta_ci_low={mv['delta_vs_sft'][1]:.4f} meta_vs_rough_meta_f1={d_meta[0]:.4f} "
+          f"meta_vs_rough_ci_low={(d_meta[1] if d_meta[1] is not None else float('nan')):.4f}")
+
+
+def _pts(v: float | None) -> str:
+    return "n/a" if v is None else f"{100 * v:+.1f}"
 
 
 def _f(v: float | None) -> str:
     return "n/a" if v is None else f"{100 * v:.1f}"
 
 
-def _markdown(rows: list[dict[str, Any]], cfg: BenchConfig) -> str:
-    lines = [f"Held-out synthetic verification ({cfg.n_eval} records x {cfg.eval_samples} samples, T={cfg.temperature}); "
-             "95% CIs (reward: bootstrap over records; F1: clustered by problem)", "",
-             "| model | mean reward | delta vs SFT | Rough TPR | Rough TNR | Rough BF1 | Meta TPR | Meta TNR | Meta BF1 |"
-             " parse fail |", "|---" * 10 + "|"]
+def _markdown(rows: list[dict[str, Any]], cfg: BenchConfig, d_meta, n_records: int) -> str:
+    lines = [(f"Held-out synthetic verification ({n_records} records, {cfg.eval_passes}-pass pessimistic judging at "
+             f"T={cfg.eval_temperature}, rule meta-verifier); rough_rl and meta_ver_rl pooled over seeds "
+             f"{cfg.seeds} from the same SFT warm start, {cfg.grpo_steps} GRPO steps x {cfg.grpo_batch} completions "
+             "each. 95% CIs (reward: bootstrap over records; TPR/TNR/F1: clustered by problem)"), "",
+             ("| model | seeds | mean reward | delta vs SFT | Rough TPR | Rough TNR | Rough BF1 | Meta TPR | Meta TNR |"
+             " Meta BF1 | Meta BF1 per seed | parse fail |"), "|---" * 12 + "|"]
 
     def ci(t) -> str:
         v, lo, hi = t
@@ -228,10 +338,13 @@ def _markdown(rows: list[dict[str, Any]], cfg: BenchConfig) -> str:
 
     for r in rows:
         rw, d = r["reward"], r["delta_vs_sft"]
-        lines.append(f"| {r['model']} | {rw[0]:.3f} [{rw[1]:.3f}, {rw[2]:.3f}] | {d[0]:+.3f} [{d[1]:+.3f}, {d[2]:+.3f}] | "
+        lines.append(f"| {r['model']} | {r['seeds']} | {rw[0]:.3f} [{rw[1]:.3f}, {rw[2]:.3f}] | "
+                     f"{d[0]:+.3f} [{d[1]:+.3f}, {d[2]:+.3f}] | "
                      f"{_f(r['rough.tpr'][0])} | {_f(r['rough.tnr'][0])} | {ci(r['rough.balanced_f1'])} | "
                      f"{_f(r['meta.tpr'][0])} | {_f(r['meta.tnr'][0])} | {ci(r['meta.balanced_f1'])} | "
-                     f"{100 * r['parse_failure_rate']:.1f}% |")
+                     f"{', '.join(_f(v) for v in r['per_seed_meta_bf1'])} | {100 * r['parse_failure_rate']:.1f}% |")
+    lines += ["", (f"meta_ver_rl - rough_rl, Meta Balanced F1: {_pts(d_meta[0])} points, 95% CI "
+              f"[{_pts(d_meta[1])}, {_pts(d_meta[2])}] (bootstrap over problems and seeds)")]
     return "\n".join(lines) + "\n"
 
 
@@ -251,7 +364,8 @@ def _plot(report: dict[str, Any], path: Path) -> None:
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     for name, curve in report["train_logs"].items():
         if curve:
-            a.plot([c["step"] for c in curve], [c["reward"] for c in curve], marker="o", label=name)
+            a.plot([c["step"] for c in curve], [c["reward"] for c in curve], marker="o", label=name,
+                   color="tab:blue" if name.startswith("meta") else "tab:orange", alpha=0.8)
     a.set_xlabel("GRPO step")
     a.set_ylabel("training reward (weighted)")
     a.set_title("GRPO training reward")

@@ -27,6 +27,7 @@ model can learn, in words its tokenizer knows), ``style="short"`` is the reviewe
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
@@ -71,6 +72,9 @@ class SyntheticConfig:
     qe_fraction: float = 0.2  # problems in the harder "QE" split (one extra step); others are "UG"
     reference: str = "answer"  # reference_solution: none | answer | full
     id_prefix: str = "syn"
+    # problem_id from the problem text (same text, same problem: splits by problem never leak a problem seen
+    # in training into the held-out set, which matters when the problem space is small); default: by index
+    problem_id_from_text: bool = False
     write_sft: bool = True  # also write sft.jsonl (prompt + gold verification, TRL conversational format)
     sft_style: str = "stepwise"  # stepwise | short
     with_reference_in_prompt: bool = True
@@ -112,8 +116,8 @@ class SyntheticConfig:
             bad("fatal_kinds", "empty while invalid proofs are requested")
         if self.reference not in ("none", "answer", "full"):
             bad("reference", f"use none, answer or full, got {self.reference!r}")
-        if self.sft_style not in ("stepwise", "short"):
-            bad("sft_style", f"use stepwise or short, got {self.sft_style!r}")
+        if self.sft_style not in ("stepwise", "check", "short"):
+            bad("sft_style", f"use stepwise, check or short, got {self.sft_style!r}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -308,8 +312,11 @@ def iter_synthetic(cfg: SyntheticConfig) -> Iterator[ProofTrajectory]:
         rng = random.Random(f"{cfg.seed}:{p}")
         prob = _problem(rng, cfg, p)
         pid = f"{cfg.id_prefix}-{cfg.seed}-{p:0{width}d}"
+        tid = pid
+        if cfg.problem_id_from_text:
+            pid = f"{cfg.id_prefix}-" + hashlib.sha1(prob["problem"].encode()).hexdigest()[:12]
         for k in range(min(cfg.proofs_per_problem, cfg.n - made)):
-            yield _make_trajectory(rng, cfg, pid, f"{pid}-{k}", prob["problem"], prob["var"], prob["start"],
+            yield _make_trajectory(rng, cfg, pid, f"{tid}-{k}", prob["problem"], prob["var"], prob["start"],
                                    prob["ops"], prob["subject"], prob["split"], prob["reference"])
             made += 1
 
@@ -359,8 +366,10 @@ def gold_verification(traj: ProofTrajectory, style: str = "stepwise") -> str:
         return format_verification(ann.polarity, ann.first_fatal_error_step, ann.reviewer_comment
                                    or ("The proof is valid." if ann.is_valid else
                                        f"Step {ann.first_fatal_error_step} is wrong."))
+    if style == "check":
+        return _check_verification(traj, info)
     if style != "stepwise":
-        raise ValueError(f"unknown style {style!r} (use stepwise or short)")
+        raise ValueError(f"unknown style {style!r} (use stepwise, check or short)")
     var = info.get("var", "")
     fatal = ann.first_fatal_error_step
     lines = []
@@ -391,6 +400,39 @@ def gold_verification(traj: ProofTrajectory, style: str = "stepwise") -> str:
     if fatal == NO_STEP:
         lines.append("All steps are correct." if not ann.recoverable_error_steps
                      else "No fatal error, so the proof is valid.")
+    return format_verification(Verdict.INVALID if fatal != NO_STEP else Verdict.VALID, fatal, "\n".join(lines))
+
+
+def _check_verification(traj: ProofTrajectory, info: dict[str, Any]) -> str:
+    """``style="check"``: one short line per step from step 1, the value the step starts from (the stated
+    answer for the last step) against the value the step before it gave, then the judgement
+    ("Step 2: 17 vs 17, ok", "Step 2: 19 vs 17, fatal"), up to the first fatal step.
+
+    Each line is a copy-and-compare of two numbers, which a tiny model learns from a few thousand examples
+    (``wrong_operand`` and ``wrong_final`` errors); a ``wrong_result`` step is named with its true value.
+    """
+    ann = traj.annotation
+    fatal = ann.first_fatal_error_step
+    var = info.get("var", "")
+    last = len(traj.proof_steps) - 1 if fatal == NO_STEP else fatal
+    lines: list[str] = []
+    prev: str | None = None
+    for i in range(last + 1):
+        parsed = _parse_op_step(traj.proof_steps[i])
+        start = traj.proof_steps[i].rstrip(".").split(" ")[-1] if parsed is None else parsed[0]
+        if prev is not None:
+            lines.append(f"Step {i}: {start} vs {prev}, " + ("ok" if start == prev else "fatal"))
+        if parsed is not None:
+            left, op, right, eq, result = parsed
+            if eq != "=":
+                lines.append(f"Step {i}: {eq} for =, recoverable")
+            if i == fatal and info.get("fatal_kind") == "wrong_result":
+                a = int(left[:-1] if var else left)
+                b = int(right[:-1] if (var and op != "*") else right)
+                lines.append(f"Step {i}: {left} {op} {right} = {_term(_apply(a, op, b), var)}, not {result}, fatal")
+            prev = result
+    if fatal == NO_STEP:
+        lines.append("All steps are correct.")
     return format_verification(Verdict.INVALID if fatal != NO_STEP else Verdict.VALID, fatal, "\n".join(lines))
 
 

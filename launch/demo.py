@@ -41,9 +41,13 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-# vLLM structured outputs: the tiny random model can only emit well-formed answers (its choices stay random).
+# vLLM structured outputs: the untrained tiny model can only emit well-formed answers in the selection stage
+# (its choices stay random: they give the entropies selection ranks). Never used for a reward.
 VERDICT_REGEX = r"<final_answer>\nverdict: (valid\nfirst_error_step: -1|invalid\nfirst_error_step: [0-3])\n</final_answer>"
-GRADE_REGEX = r"<final_answer>\ngrade: (EXACT_MATCH|BASIC_MATCH|POOR_MATCH|WRONG_POLARITY)\n</final_answer>"
+LADDER = {"untrained": "untrained tiny model", "sft": "+ SFT warm start", "grpo": "+ GRPO (Meta-Ver-RL)"}
+LADDER_METRICS = ("rough.tpr", "rough.tnr", "rough.balanced_f1", "meta.tpr", "meta.tnr", "meta.balanced_f1")
+# item 1 of issue 16: the final verifier on the held-out split must reach these (and TPR, TNR > 0.5)
+LEARNING_TARGETS = {"rough.balanced_f1": 0.70, "meta.balanced_f1": 0.50, "rough.tpr": 0.5, "rough.tnr": 0.5}
 
 
 @dataclass
@@ -52,26 +56,34 @@ class DemoConfig:
 
     out: str = "runs/demo"
     seed: int = 0
-    n_base: int = 300
+    tiny_model: dict[str, Any] = field(default_factory=lambda: {
+        "hidden_size": 128, "num_layers": 2, "num_heads": 2, "intermediate_size": 384})
+    n_base: int = 3600
     n_candidates: int = 96
     synthetic_knobs: dict[str, Any] = field(default_factory=lambda: {
-        "min_steps": 3, "max_steps": 4, "max_operand": 20, "recoverable_rate": 0.0, "qe_fraction": 0.0})
+        "min_steps": 3, "max_steps": 3, "max_operand": 9, "recoverable_rate": 0.0, "qe_fraction": 0.0,
+        "subjects": ["arithmetic"], "fatal_kinds": ["wrong_operand", "wrong_final"],
+        "problem_id_from_text": True})
     held_out_size: int = 94
     select_n: int = 8
     select_budget: int = 24
     augment_accept_percent: int = 95
-    judge_max_tokens: int = 64
+    judge_max_tokens: int = 80
     prompt_template: str = "verify_compact"
-    sft_steps: int = 80
+    sft_style: str = "check"
+    sft_steps: int = 450
     sft_batch_size: int = 8
     sft_learning_rate: float = 3e-3
-    grpo_steps: int = 4
-    grpo_batch_size: int = 8
+    grpo_steps: int = 8
+    grpo_batch_size: int = 16
     grpo_num_generations: int = 4
-    grpo_max_completion_length: int = 48
-    meta_judge_max_tokens: int = 48
-    meta_format_gate: bool = False  # false: the LLM meta-verifier grades every completion, parseable or not
+    grpo_max_completion_length: int = 80
+    grpo_learning_rate: float = 1e-4
+    grpo_beta: float = 0.0
+    grpo_temperature: float = 1.0
+    grpo_format_weight: float = 0.5
     eval_n: int = 8
+    eval_temperature: float = 0.5
     processbench_split: str = "gsm8k"
     processbench_limit: int | None = 40
     bootstrap_n: int = 200
@@ -193,8 +205,10 @@ def pipeline(cfg: DemoConfig) -> Path:
     out = Path(cfg.out)
     demo = Demo(cfg)
     d = {k: str(out / k) for k in ("tiny-model", "synthetic", "candidates", "base", "split", "selection", "extra",
-                                   "augment", "grpo_data", "sft", "grpo", "eval_heldout", "eval_processbench")}
-    knobs = [f"{k}={v}" for k, v in cfg.synthetic_knobs.items()]
+                                   "augment", "grpo_data", "sft", "grpo", "eval_untrained", "eval_sft", "eval_heldout",
+                                   "eval_processbench")}
+    knobs = [f"{k}=[{','.join(map(str, v))}]" if isinstance(v, list | tuple) else f"{k}={v}"
+             for k, v in cfg.synthetic_knobs.items()]
     from data_pipeline.importers import SHARED_DATA
 
     pb = SHARED_DATA / "processbench" / f"{cfg.processbench_split}.json"
@@ -203,7 +217,8 @@ def pipeline(cfg: DemoConfig) -> Path:
                          "the repository (../shared/data) or set VERIFIER_SHARED_DATA=DIR")
     servers = []
     try:
-        demo.run("tiny model", ["-m", "verifier.tiny_model", f"out={d['tiny-model']}", f"seed={cfg.seed}"],
+        size = [f"{k}={v}" for k, v in cfg.tiny_model.items()]
+        demo.run("tiny model", ["-m", "verifier.tiny_model", f"out={d['tiny-model']}", f"seed={cfg.seed}", *size],
                  {"model + tokenizer": d["tiny-model"]})
         a = start_server(demo, "A", d["tiny-model"], "tiny-base", str(out / "logs" / "vllm-A.log"), wait=False)
         servers.append(a)
@@ -254,30 +269,49 @@ def pipeline(cfg: DemoConfig) -> Path:
             {"trajectories": f"{d['grpo_data']}/trajectories.jsonl", "summary": f"{d['grpo_data']}/summary.json"})
         data = ["data.source=jsonl", f"data.train_path={d['grpo_data']}/trajectories.jsonl", "data.n_train=0",
                 f"data.prompt_template={cfg.prompt_template}", f"model.name_or_path={d['tiny-model']}"]
-        demo.run("SFT warm start", [
-            "training/sft.py", f"output_dir={d['sft']}", *data, "style=minimal", f"max_steps={cfg.sft_steps}",
-            f"per_device_train_batch_size={cfg.sft_batch_size}", f"learning_rate={cfg.sft_learning_rate}",
-            "warmup_steps=2", "logging_steps=5", f"seed={cfg.seed}"],
-            {"model": f"{d['sft']}/final", "log": f"{d['sft']}/sft_log.json"})
-        demo.run("GRPO (Meta-Ver-RL, LLM meta-verifier on vLLM)", [
-            "training/grpo.py", "experiment=meta_ver_rl", f"output_dir={d['grpo']}", f"init_from={d['sft']}/final",
-            *data, f"data.eval_path={d['split']}/held_out.jsonl", "reward.meta_judge=llm",
-            f"reward.endpoint.base_url={a.base_url}", f"reward.endpoint.model={a.model_name}",
-            f"reward.endpoint.extra_body={structured(GRADE_REGEX)}",
-            f"reward.judge_max_tokens={cfg.meta_judge_max_tokens}",
-            f"reward.format_gate={str(cfg.meta_format_gate).lower()}", f"grpo.max_steps={cfg.grpo_steps}",
-            f"grpo.save_steps={cfg.grpo_steps}", f"grpo.per_device_train_batch_size={cfg.grpo_batch_size}",
-            f"grpo.num_generations={cfg.grpo_num_generations}",
-            f"grpo.max_completion_length={cfg.grpo_max_completion_length}", "eval.enabled=false"],
-            {"trained verifier": f"{d['grpo']}/final", "train log": f"{d['grpo']}/train_log.json",
-             "completions": f"{d['grpo']}/completions", "W&B offline run": f"{d['grpo']}/wandb"})
+        judge = [f"judge.n={cfg.eval_n}", "judge.policy=pessimistic", f"judge.template={cfg.prompt_template}",
+                 f"judge.max_tokens={cfg.judge_max_tokens}", f"judge.temperature={cfg.eval_temperature}",
+                 f"judge.run_seed={cfg.seed}", f"bootstrap_n={cfg.bootstrap_n}", "meta.kind=rule"]
+        held_out = f"{d['split']}/held_out.jsonl"
+
+        def verifierbench(label: str, row: str, server, data_path: str, edir: str) -> None:
+            demo.run(f"VerifierBench {label} ({row})", [
+                "-m", "eval.verifierbench", f"data={data_path}", f"out={edir}", f"verifier.base_url={server.base_url}",
+                f"verifier.model={server.model_name}", *judge,
+                "title=" + hydra_value(f"VerifierBench {label}: {LADDER[row]} (pessimistic, n={cfg.eval_n})"),
+                f"wandb.dir={out}/wandb", f"wandb.name=demo-{row}-{label}"],
+                {"metrics": f"{edir}/metrics.json", "report": f"{edir}/report.md",
+                 "judgments": f"{edir}/judgments.jsonl", "browser": f"{edir}/browser/index.html"})
+
+        # ladder row 1: the untrained model (server A is on it), judged exactly as the trained ones
+        verifierbench("held_out", "untrained", a, held_out, d["eval_untrained"])
         a.stop()
         servers.remove(a)
-        b = start_server(demo, "B", f"{d['grpo']}/final", "verifier", str(out / "logs" / "vllm-B.log"), wait=True)
+        demo.run("SFT warm start", [
+            "training/sft.py", f"output_dir={d['sft']}", *data, f"style={cfg.sft_style}", f"max_steps={cfg.sft_steps}",
+            f"per_device_train_batch_size={cfg.sft_batch_size}", f"learning_rate={cfg.sft_learning_rate}",
+            "warmup_steps=5", "logging_steps=10", f"seed={cfg.seed}"],
+            {"model": f"{d['sft']}/final", "log": f"{d['sft']}/sft_log.json"})
+        # server B on the SFT model starts while GRPO trains (ladder row 2)
+        b = start_server(demo, "B", f"{d['sft']}/final", "verifier-sft", str(out / "logs" / "vllm-B.log"), wait=False)
         servers.append(b)
-        judge = [f"verifier.base_url={b.base_url}", f"verifier.model={b.model_name}", f"judge.n={cfg.eval_n}",
-                 "judge.policy=pessimistic", f"judge.template={cfg.prompt_template}",
-                 f"judge.max_tokens={cfg.judge_max_tokens}", f"bootstrap_n={cfg.bootstrap_n}", "meta.kind=rule"]
+        demo.run("GRPO (Meta-Ver-RL, rule meta-verifier)", [
+            "training/grpo.py", "experiment=meta_ver_rl", f"output_dir={d['grpo']}", f"init_from={d['sft']}/final",
+            *data, f"data.eval_path={held_out}", "reward.meta_judge=rule",
+            f"+reward.components.format={cfg.grpo_format_weight}",
+            f"grpo.max_steps={cfg.grpo_steps}", f"grpo.save_steps={cfg.grpo_steps}",
+            f"grpo.per_device_train_batch_size={cfg.grpo_batch_size}", f"grpo.num_generations={cfg.grpo_num_generations}",
+            f"grpo.max_completion_length={cfg.grpo_max_completion_length}", f"grpo.learning_rate={cfg.grpo_learning_rate}",
+            f"grpo.beta={cfg.grpo_beta}", f"grpo.temperature={cfg.grpo_temperature}", "grpo.logging_steps=2",
+            f"grpo.seed={cfg.seed}", "eval.enabled=false"],
+            {"trained verifier": f"{d['grpo']}/final", "train log": f"{d['grpo']}/train_log.json",
+             "completions": f"{d['grpo']}/completions", "W&B offline run": f"{d['grpo']}/wandb"})
+        wait_server(demo, "B", b)
+        verifierbench("held_out", "sft", b, held_out, d["eval_sft"])
+        b.stop()
+        servers.remove(b)
+        c = start_server(demo, "C", f"{d['grpo']}/final", "verifier", str(out / "logs" / "vllm-C.log"), wait=True)
+        servers.append(c)
         pb_data, pb_note = str(pb), f"all records of {pb}"
         if cfg.processbench_limit:
             t = time.monotonic()
@@ -286,17 +320,12 @@ def pipeline(cfg: DemoConfig) -> Path:
             demo.record(f"ProcessBench {cfg.processbench_split} subset", ["(launch/demo.py: processbench_subset)"],
                         {"subset": pb_data}, time.monotonic() - t)
         print(f"    ProcessBench {cfg.processbench_split} (Zheng et al., 2024): {pb_note}", flush=True)
-        evals = {"held_out": (f"{d['split']}/held_out.jsonl", d["eval_heldout"], None),
+        evals = {"held_out": (held_out, d["eval_heldout"], None),
                  f"processbench_{cfg.processbench_split}": (pb_data, d["eval_processbench"], cfg.processbench_limit)}
         for label, (data_path, edir, _) in evals.items():
-            demo.run(f"VerifierBench {label}", [
-                "-m", "eval.verifierbench", f"data={data_path}", f"out={edir}", *judge,
-                "title=" + hydra_value(f"VerifierBench {label}: trained tiny verifier (pessimistic, n={cfg.eval_n})"),
-                f"wandb.dir={out}/wandb", f"wandb.name=demo-{label}"],
-                {"metrics": f"{edir}/metrics.json", "report": f"{edir}/report.md",
-                 "judgments": f"{edir}/judgments.jsonl", "browser": f"{edir}/browser/index.html"})
-        b.stop()
-        servers.remove(b)
+            verifierbench(label, "grpo", c, data_path, edir)
+        c.stop()
+        servers.remove(c)
     finally:
         for s in servers:
             s.stop()
@@ -335,18 +364,60 @@ def _fmt(v: Any) -> str:
     return "—" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
 
 
+def _ci(doc: dict[str, Any], key: str) -> list[float] | None:
+    v = doc.get(key) if isinstance(doc, dict) else None
+    return list(v["ci"]) if isinstance(v, dict) and v.get("ci") else None
+
+
+def ladder_rows(d: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """The Table 3 ladder on the held-out split: untrained, + SFT, + GRPO; each row its Rough / Meta TPR,
+    TNR, Balanced F1 with bootstrap CIs and the delta (points of the fraction) against the row before."""
+    rows: dict[str, dict[str, Any]] = {}
+    prev = None
+    for row, edir in (("untrained", d["eval_untrained"]), ("sft", d["eval_sft"]), ("grpo", d["eval_heldout"])):
+        p = Path(edir) / "metrics.json"
+        m = json.loads(p.read_text()) if p.exists() else {}
+        r: dict[str, Any] = {"label": LADDER[row], "dir": edir, "n": _metric(m, "n")}
+        for k in LADDER_METRICS:
+            r[k] = _metric(m, *k.split("."))
+            r[f"{k}.ci"] = _ci(m, k)
+            r[f"{k}.delta"] = (None if prev is None or r[k] is None or prev[k] is None else r[k] - prev[k])
+        rows[row] = prev = r
+    return rows
+
+
+def learning_check(final: dict[str, Any]) -> dict[str, Any]:
+    """Item 1 of issue 16: the final verifier's held-out figures against ``LEARNING_TARGETS``."""
+    checks = {k: {"value": final.get(k), "target": t, "ok": final.get(k) is not None and (
+        final[k] >= t if k.endswith("balanced_f1") else final[k] > t)} for k, t in LEARNING_TARGETS.items()}
+    return {"passed": all(c["ok"] for c in checks.values()), "checks": checks}
+
+
+META_VERIFIERS = {  # which meta-verifier graded what (item 2 of issue 16)
+    "GRPO reward": "verifier.meta_verifier.RuleMetaVerifier (reward.meta_judge=rule): polarity, then the first "
+                   "error step (exact, or within 1 step), then recoverable-step coverage",
+    "evaluation (Meta TPR / TNR / Balanced F1)": "verifier.meta_verifier.RuleMetaVerifier (meta.kind=rule)",
+    "untrained model on vLLM server A": "no meta-verification: verdict passes for uncertainty selection "
+                                        "(structured outputs) and the repair generator and checker only",
+}
+
+
 def write_summary(demo: Demo, d: dict[str, str], evals: dict[str, tuple]) -> Path:
-    """OUT/metrics.json and OUT/report.md: stages (command, seconds, outputs) and evaluation headlines."""
+    """OUT/metrics.json and OUT/report.md: stages (command, seconds, outputs), the held-out ladder
+    (``ladder.untrained|sft|grpo``) and evaluation headlines."""
     out = demo.out
     total = time.monotonic() - demo.t0
     ev = {}
     for label, (_, edir, limit) in evals.items():
         p = Path(edir) / "metrics.json"
         ev[label] = {"dir": edir, "limit": limit, "metrics": json.loads(p.read_text()) if p.exists() else None}
+    ladder = ladder_rows(d)
+    check = learning_check(ladder["grpo"])
     grpo_cfg = Path(d["grpo"]) / "train_log.json"
     from verifier.config import redact
 
     doc = {"wall_s": round(total, 1), "config": redact(demo.cfg),  # no API key in the summary
+           "ladder": ladder, "learning_check": check, "meta_verifiers": META_VERIFIERS,
            "stages": [{"name": s.name, "command": s.command, "seconds": round(s.seconds, 1), "outputs": s.outputs,
                        "log": s.log} for s in demo.stages],
            "evaluations": {k: {"dir": v["dir"], "limit": v["limit"],
@@ -364,13 +435,39 @@ def write_summary(demo: Demo, d: dict[str, str], evals: dict[str, tuple]) -> Pat
 
     lines = ["# Demo: the verifier pipeline end to end (tiny model, CPU)", "",
              (f"Wall time {total / 60:.1f} min. Every stage below is a command you can run yourself; "
-              "logs are in `logs/`. The tiny model has random weights and learns only briefly, so the numbers "
-              "show the pipeline works, not a good verifier."), "",
-             "## Stages", "", "| # | stage | seconds | outputs |", "|---|---|---|---|"]
+              "logs are in `logs/`."), "",
+             (f"## Held-out ladder (Table 3 style; {demo.cfg.eval_n}-pass pessimistic judging, "
+             f"T={demo.cfg.eval_temperature}, rule meta-verifier)"), "",
+             "Percent, 95% bootstrap CI over problems in brackets; Δ: points against the row above.", "",
+             "| model | Rough TPR | Rough TNR | Rough BF1 | Δ | Meta TPR | Meta TNR | Meta BF1 | Δ | report |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+
+    def pct(v: Any) -> str:
+        return "—" if v is None else f"{100 * v:.1f}"
+
+    def with_ci(r: dict[str, Any], k: str) -> str:
+        ci = r.get(f"{k}.ci")
+        return pct(r[k]) + (f" [{pct(ci[0])}, {pct(ci[1])}]" if ci else "")
+
+    def delta(v: Any) -> str:
+        return "" if v is None else f"{100 * v:+.1f}"
+
+    for r in ladder.values():
+        lines.append(f"| {r['label']} | {pct(r['rough.tpr'])} | {pct(r['rough.tnr'])} | "
+                     f"{with_ci(r, 'rough.balanced_f1')} | {delta(r['rough.balanced_f1.delta'])} | "
+                     f"{pct(r['meta.tpr'])} | {pct(r['meta.tnr'])} | {with_ci(r, 'meta.balanced_f1')} | "
+                     f"{delta(r['meta.balanced_f1.delta'])} | [report]({rel(r['dir'])}/report.md) |")
+    verdict = "PASSED" if check["passed"] else "NOT MET"
+    lines += ["", f"Learning check ({verdict}): final verifier " + ", ".join(
+        f"{k} {pct(c['value'])} ({'≥' if k.endswith('balanced_f1') else '>'} {100 * c['target']:.0f})"
+        for k, c in check["checks"].items()) + ".", "",
+        "Which meta-verifier graded what:", ""]
+    lines += [f"- {k}: {v}" for k, v in META_VERIFIERS.items()]
+    lines += ["", "## Stages", "", "| # | stage | seconds | outputs |", "|---|---|---|---|"]
     for i, s in enumerate(demo.stages, 1):
         outs = ", ".join(f"[{k}]({rel(v)})" for k, v in s.outputs.items())
         lines.append(f"| {i} | {s.name} | {s.seconds:.0f} | {outs} |")
-    lines += ["", "## Evaluations (trained verifier, 8-pass pessimistic judging)", "",
+    lines += ["", "## Evaluations of the final verifier (8-pass pessimistic judging)", "",
               "| set | records | Rough TPR | Rough TNR | Rough F1 | Meta TPR | Meta TNR | Meta F1 | ProcessBench F1 | report |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for label, v in ev.items():

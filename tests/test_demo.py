@@ -90,16 +90,22 @@ def test_stage_order_and_servers(recorded):
     assert apps == ["verifier.tiny_model", "data_pipeline.synthetic", "data_pipeline.synthetic",
                     "data_pipeline.ingest", "data_pipeline.splits", "data_pipeline.selection",
                     "data_pipeline.ingest", "data_pipeline.augment", "data_pipeline.grpo_dataset",
-                    "training/sft.py", "training/grpo.py", "eval.verifierbench", "eval.verifierbench"]
-    # two servers: A on the base tiny model, B on the GRPO output; both stopped
-    assert [s.model_name for s in servers] == ["tiny-base", "verifier"]
-    assert servers[1].model == str(out / "grpo" / "final") and all(s.stopped for s in servers)
-    grpo = dict(a.split("=", 1) for a in calls[10][1][1:] if "=" in a)
-    assert grpo["reward.meta_judge"] == "llm" and grpo["reward.endpoint.base_url"] == servers[0].base_url
+                    "eval.verifierbench", "training/sft.py", "training/grpo.py", "eval.verifierbench",
+                    "eval.verifierbench", "eval.verifierbench"]
+    # three servers: A on the untrained model, B on the SFT model, C on the GRPO output; all stopped
+    assert [s.model_name for s in servers] == ["tiny-base", "verifier-sft", "verifier"]
+    assert servers[1].model == str(out / "sft" / "final") and servers[2].model == str(out / "grpo" / "final")
+    assert all(s.stopped for s in servers)
+    grpo = dict(a.split("=", 1) for a in calls[11][1][1:] if "=" in a)
+    # the GRPO reward is graded by the rule meta-verifier, never by a served random model (issue 16, item 2)
+    assert grpo["reward.meta_judge"] == "rule" and not any(k.startswith("reward.endpoint") for k in grpo)
     assert grpo["init_from"] == str(out / "sft" / "final")
-    for _, args, _ in calls[-2:]:
-        kv = dict(a.split("=", 1) for a in args[2:])
-        assert kv["verifier.base_url"] == servers[1].base_url
+    held_out = f"data={out / 'split' / 'held_out.jsonl'}"
+    ladder = {"untrained": (9, servers[0]), "sft": (12, servers[1]), "grpo": (13, servers[2])}
+    for row, (i, server) in ladder.items():
+        kv = dict(a.split("=", 1) for a in calls[i][1][2:])
+        assert calls[i][1][2] == held_out, row
+        assert kv["verifier.base_url"] == server.base_url and kv["meta.kind"] == "rule"
         assert kv["judge.n"] == "8" and kv["judge.policy"] == "pessimistic"
     # ProcessBench gsm8k: a balanced subset of 40 (20 erroneous, 20 correct) from ../shared/data
     subset = out / "processbench_gsm8k_subset.jsonl"
@@ -114,12 +120,50 @@ def test_stage_order_and_servers(recorded):
     text = report.read_text()
     assert "a SUBSET is judged" in text and "40 records" in text
     assert "| held_out | 94 | 0.250 | — | — | — | — | 0.125 | — |" in text
+    assert "RuleMetaVerifier" in text and "Learning check (NOT MET)" in text
     summary = json.loads((out / "metrics.json").read_text())
     assert summary["evaluations"]["held_out"]["rough.tpr"] == 0.25
-    assert summary["stages"][0]["name"] == "tiny model" and len(summary["stages"]) == 14
+    assert summary["stages"][0]["name"] == "tiny model" and len(summary["stages"]) == 16
 
 
-@pytest.mark.parametrize("index", range(1, 13))
+def test_metrics_json_has_every_ladder_row(recorded):
+    """runs/demo/metrics.json: one entry per ladder row (untrained, + SFT, + GRPO) with its figures, CIs and
+    deltas, read from that row's VerifierBench output; the learning check reads the GRPO row."""
+    demo, out, _, _, _ = recorded
+    summary = json.loads((out / "metrics.json").read_text())
+    ladder = summary["ladder"]
+    assert list(ladder) == ["untrained", "sft", "grpo"]
+    for row, r in ladder.items():
+        for k in demo.LADDER_METRICS:
+            assert {k, f"{k}.ci", f"{k}.delta"} <= set(r), (row, k)
+        assert r["label"] == demo.LADDER[row] and r["dir"].startswith(str(out))
+    # the GRPO row is the held-out evaluation of the final verifier (the fixture wrote it)
+    assert ladder["grpo"]["rough.tpr"] == 0.25 and ladder["grpo"]["rough.tpr.ci"] == [0, 1]
+    assert ladder["grpo"]["meta.balanced_f1"] == 0.125 and ladder["untrained"]["rough.tpr"] is None
+    assert ladder["untrained"]["rough.tpr.delta"] is None  # the first row has no delta
+    check = summary["learning_check"]
+    assert check["passed"] is False and check["checks"]["rough.tpr"]["value"] == 0.25
+    assert set(summary["meta_verifiers"]) >= {"GRPO reward", "evaluation (Meta TPR / TNR / Balanced F1)"}
+
+
+def test_ladder_deltas_and_learning_check(tmp_path):
+    demo = _demo_module()
+    d = {k: str(tmp_path / k) for k in ("eval_untrained", "eval_sft", "eval_heldout")}
+    vals = {"eval_untrained": (0.0, 1.0, 0.0, 0.0), "eval_sft": (0.7, 0.6, 0.65, 0.4),
+            "eval_heldout": (0.8, 0.75, 0.77, 0.55)}
+    for k, (tpr, tnr, rf1, mf1) in vals.items():
+        Path(d[k]).mkdir()
+        Path(d[k], "metrics.json").write_text(json.dumps({
+            "rough.tpr": {"value": tpr}, "rough.tnr": {"value": tnr}, "rough.balanced_f1": {"value": rf1, "ci": [0.1, 0.9]},
+            "meta.tpr": {"value": tpr}, "meta.tnr": {"value": tnr}, "meta.balanced_f1": {"value": mf1}, "n": 94}))
+    rows = demo.ladder_rows(d)
+    assert rows["sft"]["rough.balanced_f1.delta"] == pytest.approx(0.65)
+    assert rows["grpo"]["meta.balanced_f1.delta"] == pytest.approx(0.15)
+    assert demo.learning_check(rows["grpo"])["passed"] is True
+    assert demo.learning_check(rows["sft"])["passed"] is False  # Rough BF1 0.65 < 0.70, Meta 0.40 < 0.50
+
+
+@pytest.mark.parametrize("index", range(1, 15))
 def test_every_command_composes(recorded, index):
     from verifier.config import compose
 
@@ -140,9 +184,15 @@ def test_every_command_composes(recorded, index):
         assert cfg.verifiers[0].extra_body["structured_outputs"]["regex"] == synthetic_verdict_regex(95, 3)
     if app == "training/grpo.py":
         assert cfg.experiment_name == "meta_ver_rl" and cfg.reward.components.get("meta") == 1.0
-        rx = cfg.reward.endpoint.extra_body["structured_outputs"]["regex"]
-        assert re.fullmatch(rx, "<final_answer>\ngrade: POOR_MATCH\n</final_answer>")
+        assert cfg.reward.meta_judge == "rule" and cfg.reward.components.get("format") == 0.5
+        assert cfg.grpo.learning_rate == demo.DemoConfig().grpo_learning_rate
         assert cfg.data.source == "jsonl" and cfg.eval.enabled is False
+    if app == "eval.verifierbench":
+        assert cfg.judge.temperature == demo.DemoConfig().eval_temperature and cfg.meta.kind == "rule"
+    if app == "data_pipeline.synthetic":
+        assert cfg.fatal_kinds == ["wrong_operand", "wrong_final"]
+    if app == "training/sft.py":
+        assert cfg.style == "check"
 
 
 def test_demo_config_mirrors_yaml():

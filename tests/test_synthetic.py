@@ -88,13 +88,22 @@ def test_knobs_and_determinism():
 
 def test_gold_verification_parses_and_grades_exact():
     meta = RuleMetaVerifier()
-    for style in ("stepwise", "short"):
+    for style in ("stepwise", "check", "short"):
         for t in generate_synthetic(200, seed=5):
             text = gold_verification(t, style)
             out = parse_verification(text, len(t.proof_steps))
             assert out.ok and out.verdict is t.gold_verdict
             assert out.first_error_step == t.annotation.first_fatal_error_step
             assert meta.grade(t, out).grade is MetaGrade.EXACT_MATCH, (style, t.id, text)
+    # style=check: one copy-and-compare line per step, up to the fatal one
+    t = next(t for t in generate_synthetic(50, seed=3, fatal_kinds=["wrong_operand"], recoverable_rate=0.0,
+                                           subjects=["arithmetic"])
+             if not t.annotation.is_valid)
+    k = t.annotation.first_fatal_error_step
+    written, expected = t.meta["synthetic"]["planted"]["written"], t.meta["synthetic"]["planted"]["expected"]
+    lines = gold_verification(t, "check").split("\n\n")[0].splitlines()
+    assert lines[-1] == f"Step {k}: {written} vs {expected}, fatal" and len(lines) == k
+    assert all(line.endswith(", ok") for line in lines[:-1])
     row = sft_row(generate_synthetic(1, seed=2)[0])
     assert row["prompt"][0]["role"] == "user" and row["completion"][0]["role"] == "assistant"
 
@@ -125,3 +134,18 @@ def test_fits_tiny_model_context(tiny_model):
         ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
         lengths.append(len(ids))
     assert max(lengths) < 1024, max(lengths)
+
+
+def test_problem_id_from_text_groups_repeated_problems():
+    """A small problem space repeats problem texts; with problem_id_from_text the same text is the same problem,
+    so a split by problem never puts a training problem into the held-out set."""
+    kw = {"min_steps": 3, "max_steps": 3, "max_operand": 3, "recoverable_rate": 0.0, "subjects": ["arithmetic"]}
+    by_index = generate_synthetic(400, seed=0, **kw)
+    by_text = generate_synthetic(400, seed=0, problem_id_from_text=True, **kw)
+    assert [t.problem for t in by_text] == [t.problem for t in by_index]  # same proofs, other problem ids
+    assert len({t.id for t in by_text}) == 400
+    texts = {t.problem for t in by_text}
+    assert len({t.problem_id for t in by_index}) == 200 > len(texts) == len({t.problem_id for t in by_text})
+    other_seed = generate_synthetic(100, seed=1, problem_id_from_text=True, **kw)
+    pid = {t.problem: t.problem_id for t in by_text}
+    assert all(pid[t.problem] == t.problem_id for t in other_seed if t.problem in pid)

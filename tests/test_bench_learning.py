@@ -1,0 +1,68 @@
+"""bench/bench_learning.py statistics: per-record counts from a run's predictions and the Meta Balanced F1
+difference of two arms with a bootstrap over problems and seeds (issue 16, item 3). The full benchmark
+trains models (`make bench-learning`); these check the numbers it prints from known predictions."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_learning", REPO / "bench" / "bench_learning.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["bench_learning"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _gold():
+    from data_pipeline.synthetic import generate_synthetic
+
+    return generate_synthetic(40, seed=3, min_steps=3, max_steps=3, recoverable_rate=0.0,
+                              fatal_kinds=["wrong_operand", "wrong_final"])
+
+
+def _preds(tmp_path, gold, name, step_right: bool):
+    """Predictions with the right polarity everywhere; the first error step right or one step too far."""
+    from verifier.io import write_jsonl
+
+    rows = []
+    for t in gold:
+        ann = t.annotation
+        if ann.is_valid:
+            rows.append({"id": t.id, "verdict": "valid", "first_error_step": -1, "meta_grade": "EXACT_MATCH"})
+        else:
+            step = ann.first_fatal_error_step if step_right else ann.first_fatal_error_step + 5
+            rows.append({"id": t.id, "verdict": "invalid", "first_error_step": step,
+                         "meta_grade": "EXACT_MATCH" if step_right else "POOR_MATCH"})
+    p = tmp_path / f"{name}.jsonl"
+    write_jsonl(p, rows)
+    return p
+
+
+def test_meta_f1_difference_and_ci(bench, tmp_path):
+    gold = _gold()
+    good = bench.record_counts(gold, _preds(tmp_path, gold, "good", True))
+    poor = bench.record_counts(gold, _preds(tmp_path, gold, "poor", False))
+    # same polarity: Rough identical; the poor arm locates no error: Meta TNR 0, Meta BF1 0
+    d, lo, hi = bench.meta_f1_delta_ci(gold, [good, good, good], [poor, poor, poor], n=200, seed=0)
+    assert d == pytest.approx(1.0) and lo == pytest.approx(1.0) and hi == pytest.approx(1.0)
+    d, lo, hi = bench.meta_f1_delta_ci(gold, [good, poor], [good, poor], n=300, seed=0)
+    assert d == pytest.approx(0.0) and lo < 0 < hi  # the seed resampling widens the CI of identical arms
+    pooled = bench.pooled_metrics(gold, [good, poor], None)
+    assert pooled["rough.balanced_f1"]["value"] == pytest.approx(1.0)
+    assert pooled["meta.tnr"]["value"] == pytest.approx(0.5)
+
+
+def test_record_counts_names_a_missing_prediction(bench, tmp_path):
+    gold = _gold()
+    p = _preds(tmp_path, gold[1:], "short", True)
+    with pytest.raises(SystemExit, match=gold[0].id):
+        bench.record_counts(gold, p)
