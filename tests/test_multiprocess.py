@@ -191,7 +191,7 @@ def test_meta_verifier_outage_stops_both_ranks(tmp_path, tiny_model):
     cmd = launch_cmd("ddp", out, tiny_model, "grpo.max_steps=50", "grpo.save_steps=100",
                      "reward.meta_judge=llm", "reward.format_gate=false", "reward.judge_max_tokens=48",
                      f"reward.endpoint.base_url={server.base_url}", "reward.endpoint.model=meta-verifier",
-                     "reward.endpoint.max_retries=1", "reward.endpoint.backoff_s=0.2", "reward.endpoint.timeout_s=30",
+                     "reward.endpoint.max_retries=1", "reward.endpoint.timeout_s=30",
                      f"reward.endpoint.extra_body={extra_body}")
     env = _env() | {"VERIFIER_API_KEY": API_KEY}
     log = open(tmp_path / "train.log", "w")  # noqa: SIM115 - the child writes it while we poll
@@ -242,7 +242,7 @@ def _one_rank_step(out: str) -> None:
     rank = dist.get_rank()
     if rank == 0:
         ep = EndpointConfig(base_url=f"http://127.0.0.1:{free_port()}/v1", api_key="k", model="m", max_retries=0,
-                            backoff_s=0.1, timeout_s=5)
+                            timeout_s=5)
         reward = MetaReward(judge="llm", endpoint=ep, judge_max_tokens=8)
     else:
         reward = MetaReward(judge="rule")

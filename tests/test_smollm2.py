@@ -83,7 +83,7 @@ def test_vllm_judges_processbench_proofs(smollm2_server, shared_data):
     trajs = sorted(load_processbench(shared_data / "processbench" / "gsm8k.json"),
                    key=lambda t: len(t.proof))[:3]
     engine = OpenAIEngine(EndpointConfig(base_url=smollm2_server.base_url, api_key=API_KEY, model=NAME,
-                                         max_concurrency=8, timeout_s=600, max_retries=2, backoff_s=0.5))
+                                         max_concurrency=8, timeout_s=600, max_retries=2))
     js = judge_trajectories(trajs, engine, JudgeConfig(n=2, max_tokens=192, run_seed=0))
     passes = [p for j in js for p in j.passes]
     statuses = collections.Counter(p.status.value for p in passes)
