@@ -743,11 +743,21 @@ def merge_adapter(base: str, adapter: Path, dest: Path, model_cfg: ModelConfig) 
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
+    from transformers.integrations import deepspeed as hf_deepspeed
+
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
-    m = AutoModelForCausalLM.from_pretrained(ensure_model(base), dtype=dtype[model_cfg.dtype],
-                                             trust_remote_code=model_cfg.trust_remote_code)
-    merged = PeftModel.from_pretrained(m, str(adapter)).merge_and_unload()
-    merged.save_pretrained(str(dest))
+    # Under ZeRO-3 the trainer leaves transformers' global DeepSpeed config set, and from_pretrained would
+    # then build the model inside zero.Init: a collective that only this (main) process enters, so it
+    # hangs. The merge is a plain single-process load from disk: switch that global off around it.
+    saved = hf_deepspeed._hf_deepspeed_config_weak_ref
+    hf_deepspeed._hf_deepspeed_config_weak_ref = None
+    try:
+        m = AutoModelForCausalLM.from_pretrained(ensure_model(base), dtype=dtype[model_cfg.dtype],
+                                                 trust_remote_code=model_cfg.trust_remote_code)
+        merged = PeftModel.from_pretrained(m, str(adapter)).merge_and_unload()
+        merged.save_pretrained(str(dest))
+    finally:
+        hf_deepspeed._hf_deepspeed_config_weak_ref = saved
     return dest
 
 
