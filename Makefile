@@ -8,6 +8,9 @@ export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE ?= 1
 export WANDB_MODE ?= offline
 PYTEST_ARGS ?=
+# Test files run on 2 workers (pytest-xdist, one file per worker at a time): many tests keep one core busy
+# (OMP_NUM_THREADS=1), so the second core takes the next file. TEST_WORKERS=0 runs them serially.
+TEST_WORKERS ?= 2
 
 .PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-reward bench-train clean browser-deps label-studio
 
@@ -29,10 +32,10 @@ demo: install
 	$(PY) launch/demo.py
 
 test: install browser-deps label-studio
-	$(PY) -m pytest tests verifier data_pipeline eval training $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile tests verifier data_pipeline eval training $(PYTEST_ARGS)
 
 test-fast: install browser-deps
-	$(PY) -m pytest tests verifier data_pipeline eval training -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile tests verifier data_pipeline eval training -m "not slow" $(PYTEST_ARGS)
 
 lint: install
 	$(PY) -m ruff check .
