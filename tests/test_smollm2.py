@@ -105,7 +105,8 @@ def test_one_sft_step(smollm2_model, tmp_path):
 
     cfg = compose("sft", SFTRunConfig, [f"output_dir={tmp_path / 'sft'}", f"model.name_or_path={smollm2_model}",
                                         "max_steps=1", "per_device_train_batch_size=2", "warmup_steps=0",
-                                        "logging_steps=1", "max_length=768", "style=minimal"])
+                                        "logging_steps=1", "max_length=768", "style=minimal",
+                                        "smoke=true"])  # toy sizes on a real model, on purpose
     final = sft_train(cfg, generate_synthetic(2, seed=1, min_steps=3, max_steps=3, max_operand=9))
     log = json.loads((tmp_path / "sft" / "sft_log.json").read_text())
     losses = [h["loss"] for h in log if "loss" in h]
@@ -124,7 +125,7 @@ def test_one_lora_grpo_step(smollm2_model, tmp_path):
         "experiment=smoke", "model=tiny_lora", f"model.name_or_path={smollm2_model}", f"output_dir={tmp_path / 'g'}",
         "grpo.max_steps=1", "grpo.save_steps=1", "grpo.per_device_train_batch_size=2", "grpo.num_generations=2",
         "grpo.max_completion_length=48", "data.n_train=2", "data.n_eval=2", "eval.max_new_tokens=48",
-        "eval.bootstrap_n=50", "wandb.enabled=false"])
+        "eval.bootstrap_n=50", "wandb.enabled=false", "smoke=true"])  # toy sizes on a real model, on purpose
     m = run(cfg)
     assert (tmp_path / "g" / "final" / "adapter_config.json").exists()
     assert m["n"] == 2 and "meta.balanced_f1" in m

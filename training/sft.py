@@ -36,6 +36,7 @@ class SFTRunConfig:
     (``configs/sft_profile/cluster.yaml``); the tiny CPU sizes are ``configs/sft_profile/cpu_tiny.yaml``."""
 
     output_dir: str = "runs/sft"
+    smoke: bool = False  # a deliberate smoke run of a real model at toy sizes: the scale check only warns
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     style: str = "short"  # gold texts: minimal (one sentence) | short (reviewer comment) | stepwise (synthetic)
@@ -77,7 +78,7 @@ def check_scale(cfg: SFTRunConfig, model_path: str | None = None) -> None:
     """Stop a real-model SFT run that still has tiny-profile values, before loading anything."""
     from training.grpo import raise_on_toy_values
 
-    raise_on_toy_values(model_path or cfg.model.name_or_path, toy_values(cfg), "sft_profile=cluster")
+    raise_on_toy_values(model_path or cfg.model.name_or_path, toy_values(cfg), "sft_profile=cluster", smoke=cfg.smoke)
 
 
 def gold_text(traj, style: str = "short") -> str:
