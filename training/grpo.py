@@ -774,14 +774,11 @@ def _free_memory() -> None:
     """Collect the dropped trainer (model, optimizer) and return cached GPU memory before vLLM starts."""
     import gc
 
-    gc.collect()
-    try:
-        import torch
+    import torch
 
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-    except ImportError:
-        pass
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def heldout_config(cfg: GRPORunConfig, out: Path, data_path: Path, model_dir: str):

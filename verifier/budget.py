@@ -14,6 +14,7 @@ offline engine knows both itself. Endpoints that report neither (hosted APIs) ar
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import weakref
 from collections.abc import Sequence
@@ -47,11 +48,9 @@ def _headers(cfg: Any) -> dict[str, str]:
 
 def max_model_len(engine: Any) -> int | None:
     """The context length the engine serves, or None when it cannot be known (cached per engine)."""
-    try:
+    with contextlib.suppress(TypeError):  # not weak-referenceable: not cached
         if engine in _LIMITS:
             return _LIMITS[engine]
-    except TypeError:  # not weak-referenceable
-        pass
     value: int | None = None
     cfg = getattr(engine, "cfg", None)
     if isinstance(getattr(engine, "max_model_len", None), int):  # VLLMOfflineEngine: resolved by vLLM
@@ -66,10 +65,8 @@ def max_model_len(engine: Any) -> int | None:
             value = next((int(v) for v in lens if v), None)
         except (requests.RequestException, ValueError) as e:
             log.warning("budget check skipped: %s/models did not answer (%s)", _url(cfg), e)
-    try:
+    with contextlib.suppress(TypeError):
         _LIMITS[engine] = value
-    except TypeError:
-        pass
     return value
 
 
