@@ -57,9 +57,11 @@ class BenchConfig:
     max_operand: int = 9
     subjects: str = "arithmetic"
     fatal_kinds: str = "wrong_operand,wrong_final"
+    error_delta_min: int = 10  # planted wrong values 10-20 off (the demo's obvious errors)
+    error_delta_max: int = 20
     # SFT warm start (shared by every arm)
-    sft_steps: int = 450
-    sft_batch: int = 8
+    sft_steps: int = 500
+    sft_batch: int = 16
     sft_lr: float = 3e-3
     style: str = "check"
     init_from: str = ""  # an existing SFT warm start (e.g. runs/demo/sft/final) instead of building and training one
@@ -71,7 +73,7 @@ class BenchConfig:
     grpo_lr: float = 1e-4
     format_weight: float = 0.5  # format component added to both rewards (composable weights)
     beta: float = 0.0  # KL coefficient to the SFT model (0: no reference model, cheaper)
-    max_completion_length: int = 80
+    max_completion_length: int = 112  # the longest check-style gold text is ~90 tokens
     temperature: float = 1.0
     # evaluation: 8-pass pessimistic judging (section 4.4), rule meta-verifier
     eval_passes: int = 8
@@ -204,7 +206,8 @@ def main(argv: list[str] | None = None) -> None:
     tick("build model", t0)
     task = {"min_steps": cfg.min_steps, "max_steps": cfg.max_steps, "max_operand": cfg.max_operand,
             "recoverable_rate": 0.0, "qe_fraction": 0.0, "fatal_kinds": cfg.fatal_kinds.split(","),
-            "subjects": cfg.subjects.split(","), "problem_id_from_text": True}
+            "subjects": cfg.subjects.split(","), "problem_id_from_text": True,
+            "error_delta_min": cfg.error_delta_min, "error_delta_max": cfg.error_delta_max}
 
     def data(n_train: int, seed: int) -> DataConfig:
         return DataConfig(source="synthetic", n_train=n_train, n_eval=cfg.n_eval, seed=seed,

@@ -100,6 +100,7 @@ def variant_trajectories(cfg: GrpoDataConfig) -> tuple[list[ProofTrajectory], di
     import random
     from collections import Counter
 
+    from data_pipeline.importers import problem_id_of
     from data_pipeline.ingest import load_ingested
 
     if cfg.variant not in VARIANTS:
@@ -108,7 +109,10 @@ def variant_trajectories(cfg: GrpoDataConfig) -> tuple[list[ProofTrajectory], di
         raise ValueError(f"grpo_data config, field 'unusable': use skip or error, got {cfg.unusable!r}")
     held_problems: dict[str, str] = {}
     if cfg.held_out:
-        held_problems = {t.problem_id: t.id for t in load_ingested(cfg.held_out)}
+        held = load_ingested(cfg.held_out)
+        held_problems = {t.problem_id: t.id for t in held}
+        # the same problem text under another problem_id (e.g. a candidate set generated apart) leaks it too
+        held_texts = {problem_id_of(t.problem): t.id for t in held}
     out: list[ProofTrajectory] = []
     seen: dict[str, str] = {}
     counts: dict[str, Any] = {"variant": cfg.variant, "by_origin": {}, "skipped": {}}
@@ -133,6 +137,9 @@ def variant_trajectories(cfg: GrpoDataConfig) -> tuple[list[ProofTrajectory], di
             if t.problem_id in held_problems:
                 raise ValueError(f"record {t.id!r}, field 'problem_id': problem {t.problem_id!r} is in the held-out "
                                  f"set (record {held_problems[t.problem_id]!r}); the training rows would leak it")
+            if held_texts and problem_id_of(t.problem) in held_texts:
+                raise ValueError(f"record {t.id!r}, field 'problem': the same problem text as held-out record "
+                                 f"{held_texts[problem_id_of(t.problem)]!r}; the training rows would leak it")
             seen[t.id] = origin
             out.append(t)
             kept += 1

@@ -78,6 +78,9 @@ class SyntheticConfig:
     write_sft: bool = True  # also write sft.jsonl (prompt + gold verification, TRL conversational format)
     sft_style: str = "stepwise"  # stepwise | short
     with_reference_in_prompt: bool = True
+    # trajectory JSONL: problems whose text occurs there are skipped (candidate proofs for fresh problems only,
+    # so that no selected candidate shares a problem with a held-out proof of that file)
+    exclude_problems_of: str | None = None
     progress: bool = True
 
     def validate(self) -> None:
@@ -307,10 +310,18 @@ def iter_synthetic(cfg: SyntheticConfig) -> Iterator[ProofTrajectory]:
     cfg.validate()
     n_problems = math.ceil(cfg.n / cfg.proofs_per_problem) if cfg.n else 0
     width = max(6, len(str(n_problems)))
-    made = 0
-    for p in range(n_problems):
+    excluded = _problem_texts(cfg.exclude_problems_of) if cfg.exclude_problems_of else set()
+    made, p, skipped = 0, -1, 0
+    while made < cfg.n:
+        p += 1
+        if skipped > 100 * max(cfg.n, 1):
+            raise ValueError(f"synthetic config, field 'exclude_problems_of': {skipped} drawn problems were all in "
+                             f"{cfg.exclude_problems_of}; the knobs leave too few fresh problems for n={cfg.n}")
         rng = random.Random(f"{cfg.seed}:{p}")
         prob = _problem(rng, cfg, p)
+        if excluded and " ".join(prob["problem"].split()) in excluded:
+            skipped += 1
+            continue
         pid = f"{cfg.id_prefix}-{cfg.seed}-{p:0{width}d}"
         tid = pid
         if cfg.problem_id_from_text:
@@ -319,6 +330,13 @@ def iter_synthetic(cfg: SyntheticConfig) -> Iterator[ProofTrajectory]:
             yield _make_trajectory(rng, cfg, pid, f"{tid}-{k}", prob["problem"], prob["var"], prob["start"],
                                    prob["ops"], prob["subject"], prob["split"], prob["reference"])
             made += 1
+
+
+def _problem_texts(path: str) -> set[str]:
+    """Whitespace-normalised problem texts of a trajectory JSONL (``exclude_problems_of``)."""
+    from verifier.io import read_jsonl
+
+    return {" ".join(str(r.get("problem", "")).split()) for r in read_jsonl(path)}
 
 
 def generate_synthetic(n: int, seed: int = 0, **options: Any) -> list[ProofTrajectory]:
@@ -404,12 +422,18 @@ def gold_verification(traj: ProofTrajectory, style: str = "stepwise") -> str:
 
 
 def _check_verification(traj: ProofTrajectory, info: dict[str, Any]) -> str:
-    """``style="check"``: one short line per step from step 1, the value the step starts from (the stated
-    answer for the last step) against the value the step before it gave, then the judgement
-    ("Step 2: 17 vs 17, ok", "Step 2: 19 vs 17, fatal"), up to the first fatal step.
+    """``style="check"``: the proof re-read step by step, each value it starts from checked against the value
+    the step before gave. Step 0 is copied; every later operation step gets "Step i: <start> vs <previous
+    result>, ok: <the step>" (the copy puts that step's result next to the following check), the answer step
+    "Step n: <answer> vs <last result>, ok"; the first mismatch ends with ", fatal":
 
-    Each line is a copy-and-compare of two numbers, which a tiny model learns from a few thousand examples
-    (``wrong_operand`` and ``wrong_final`` errors); a ``wrong_result`` step is named with its true value.
+        Step 0: 9 - 8 = 1
+        Step 1: 1 vs 1, ok: 1 + 8 = 9
+        Step 2: 17 vs 9, fatal
+
+    Copying and comparing values a few tokens apart is what a tiny model learns from a few thousand examples
+    (``wrong_operand`` and ``wrong_final`` errors); a ``wrong_result`` step is named with its true value and a
+    recoverable slip gets its own line, so the rule meta-verifier grades every gold text EXACT_MATCH.
     """
     ann = traj.annotation
     fatal = ann.first_fatal_error_step
@@ -418,10 +442,16 @@ def _check_verification(traj: ProofTrajectory, info: dict[str, Any]) -> str:
     lines: list[str] = []
     prev: str | None = None
     for i in range(last + 1):
-        parsed = _parse_op_step(traj.proof_steps[i])
-        start = traj.proof_steps[i].rstrip(".").split(" ")[-1] if parsed is None else parsed[0]
-        if prev is not None:
-            lines.append(f"Step {i}: {start} vs {prev}, " + ("ok" if start == prev else "fatal"))
+        text = traj.proof_steps[i]
+        parsed = _parse_op_step(text)
+        start = text.rstrip(".").split(" ")[-1] if parsed is None else parsed[0]
+        if prev is None:
+            lines.append(f"Step {i}: {text}")
+        elif start != prev:
+            lines.append(f"Step {i}: {start} vs {prev}, fatal")
+            break
+        else:
+            lines.append(f"Step {i}: {start} vs {prev}, ok" + (f": {text}" if parsed is not None else ""))
         if parsed is not None:
             left, op, right, eq, result = parsed
             if eq != "=":

@@ -63,21 +63,21 @@ class DemoConfig:
     synthetic_knobs: dict[str, Any] = field(default_factory=lambda: {
         "min_steps": 3, "max_steps": 3, "max_operand": 9, "recoverable_rate": 0.0, "qe_fraction": 0.0,
         "subjects": ["arithmetic"], "fatal_kinds": ["wrong_operand", "wrong_final"],
-        "problem_id_from_text": True})
+        "error_delta_min": 10, "error_delta_max": 20, "problem_id_from_text": True})
     held_out_size: int = 94
     select_n: int = 8
     select_budget: int = 24
     augment_accept_percent: int = 95
-    judge_max_tokens: int = 80
+    judge_max_tokens: int = 112
     prompt_template: str = "verify_compact"
     sft_style: str = "check"
-    sft_steps: int = 450
-    sft_batch_size: int = 8
+    sft_steps: int = 500
+    sft_batch_size: int = 16
     sft_learning_rate: float = 3e-3
     grpo_steps: int = 8
     grpo_batch_size: int = 16
     grpo_num_generations: int = 4
-    grpo_max_completion_length: int = 80
+    grpo_max_completion_length: int = 112
     grpo_learning_rate: float = 1e-4
     grpo_beta: float = 0.0
     grpo_temperature: float = 1.0
@@ -226,7 +226,9 @@ def pipeline(cfg: DemoConfig) -> Path:
                                              f"n={cfg.n_base}", f"seed={cfg.seed}", *knobs],
                  {"trajectories": f"{d['synthetic']}/synthetic.jsonl", "summary": f"{d['synthetic']}/summary.json"})
         demo.run("synthetic candidates", ["-m", "data_pipeline.synthetic", f"out={d['candidates']}",
-                                          f"n={cfg.n_candidates}", f"seed={cfg.seed + 1}", "id_prefix=cand", *knobs],
+                                          f"n={cfg.n_candidates}", f"seed={cfg.seed + 1}", "id_prefix=cand", *knobs,
+                                          # fresh problems only: no candidate shares a problem with a held-out proof
+                                          f"exclude_problems_of={d['synthetic']}/synthetic.jsonl"],
                  {"candidate proofs": f"{d['candidates']}/synthetic.jsonl"})
         demo.run("ingest annotations", ["-m", "data_pipeline.ingest", f"input={d['synthetic']}/synthetic.jsonl",
                                         f"out={d['base']}"],

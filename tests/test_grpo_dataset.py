@@ -54,6 +54,18 @@ def test_variants_select_sources(sources):
         variant_trajectories(dataclasses.replace(cfg, held_out=str(d / "base.jsonl")))
 
 
+
+def test_a_held_out_problem_under_another_id_is_a_leak(sources):
+    """A training record whose problem text is a held-out problem's is refused even when its problem_id
+    differs (a candidate set generated apart names its problems with its own prefix)."""
+    d, base, *_ = sources
+    twin = dataclasses.replace(generate_synthetic(2, seed=9, id_prefix="cand")[0], problem=base[0].problem + "  ")
+    write_jsonl(d / "held_twin.jsonl", [base[0]])
+    write_jsonl(d / "base_rest.jsonl", [*(t for t in base if t.problem_id != base[0].problem_id), twin])
+    cfg = GrpoDataConfig(base=str(d / "base_rest.jsonl"), held_out=str(d / "held_twin.jsonl"))
+    with pytest.raises(ValueError, match=rf"record '{twin.id}', field 'problem'.*{base[0].id}"):
+        variant_trajectories(cfg)
+
 def test_cli_writes_rows_the_reward_reads(sources):
     d, *_ = sources
     r = subprocess.run([sys.executable, "-m", "data_pipeline.grpo_dataset", "variant=pos_aug",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from data_pipeline.synthetic import SyntheticConfig, generate_synthetic, gold_verification, sft_row
-from verifier.io import load_trajectories
+from verifier.io import load_trajectories, write_jsonl
 from verifier.meta_verifier import RuleMetaVerifier, mentioned_steps
 from verifier.parser import parse_verification
 from verifier.records import MetaGrade
@@ -95,18 +95,45 @@ def test_gold_verification_parses_and_grades_exact():
             assert out.ok and out.verdict is t.gold_verdict
             assert out.first_error_step == t.annotation.first_fatal_error_step
             assert meta.grade(t, out).grade is MetaGrade.EXACT_MATCH, (style, t.id, text)
-    # style=check: one copy-and-compare line per step, up to the fatal one
+    # style=check: step 0 copied, then one copy-and-compare line per step up to the fatal one; an ok
+    # operation step is copied after its check, so its result sits next to the following check
     t = next(t for t in generate_synthetic(50, seed=3, fatal_kinds=["wrong_operand"], recoverable_rate=0.0,
                                            subjects=["arithmetic"])
-             if not t.annotation.is_valid)
+             if not t.annotation.is_valid and t.annotation.first_fatal_error_step >= 2)
     k = t.annotation.first_fatal_error_step
     written, expected = t.meta["synthetic"]["planted"]["written"], t.meta["synthetic"]["planted"]["expected"]
     lines = gold_verification(t, "check").split("\n\n")[0].splitlines()
-    assert lines[-1] == f"Step {k}: {written} vs {expected}, fatal" and len(lines) == k
-    assert all(line.endswith(", ok") for line in lines[:-1])
+    assert lines[0] == f"Step 0: {t.proof_steps[0]}" and len(lines) == k + 1
+    assert lines[-1] == f"Step {k}: {written} vs {expected}, fatal"
+    for i in range(1, k):
+        start = t.proof_steps[i].split(" ")[0]
+        prev = t.proof_steps[i - 1].split(" ")[-1]
+        assert lines[i] == f"Step {i}: {start} vs {prev}, ok: {t.proof_steps[i]}"
+    valid = next(t for t in generate_synthetic(20, seed=3, recoverable_rate=0.0, subjects=["arithmetic"])
+                 if t.annotation.is_valid)
+    vlines = gold_verification(valid, "check").split("\n\n")[0].splitlines()
+    answer = valid.proof_steps[-1].rstrip(".").split(" ")[-1]
+    assert vlines[-2] == f"Step {len(valid.proof_steps) - 1}: {answer} vs {answer}, ok"
+    assert vlines[-1] == "All steps are correct."
     row = sft_row(generate_synthetic(1, seed=2)[0])
     assert row["prompt"][0]["role"] == "user" and row["completion"][0]["role"] == "assistant"
 
+
+
+def test_exclude_problems_of_gives_fresh_problems_only(tmp_path):
+    """The demo's candidates exclude the annotated set's problems: a small problem space (3-step one-digit
+    chains) would otherwise repeat held-out problems among the selected candidates."""
+    knobs = dict(min_steps=3, max_steps=3, max_operand=3, recoverable_rate=0.0, qe_fraction=0.0,
+                 subjects=["arithmetic"], problem_id_from_text=True)
+    base = generate_synthetic(200, seed=0, **knobs)
+    write_jsonl(tmp_path / "base.jsonl", base)
+    texts = {t.problem for t in base}
+    assert any(t.problem in texts for t in generate_synthetic(40, seed=1, **knobs))  # without: repeats
+    fresh = generate_synthetic(40, seed=1, exclude_problems_of=str(tmp_path / "base.jsonl"), **knobs)
+    assert len(fresh) == 40 and not any(t.problem in texts for t in fresh)
+    with pytest.raises(ValueError, match="exclude_problems_of"):  # the knobs leave too few problems
+        generate_synthetic(400, seed=1, exclude_problems_of=str(tmp_path / "base.jsonl"),
+                           **{**knobs, "max_operand": 1})
 
 def test_cli_writes_loadable_jsonl(tmp_path):
     out = tmp_path / "syn"
