@@ -51,7 +51,7 @@ class BenchConfig:
     # task (the demo's synthetic knobs)
     n_sft: int = 3600
     n_grpo: int = 256
-    n_eval: int = 160  # generated; held-out records whose problem occurs in any training set are dropped
+    n_eval: int = 400  # generated; held-out records whose problem occurs in any training set are dropped
     min_steps: int = 3
     max_steps: int = 3
     max_operand: int = 9
@@ -67,7 +67,7 @@ class BenchConfig:
     init_from: str = ""  # an existing SFT warm start (e.g. runs/demo/sft/final) instead of building and training one
     exclude_problems_of: str = ""  # trajectory JSONL (e.g. that warm start's training data): its problems leave the held-out set
     # GRPO (the same budget for both arms)
-    grpo_steps: int = 6
+    grpo_steps: int = 12
     grpo_batch: int = 16  # completions per step (B x G)
     num_generations: int = 4
     grpo_lr: float = 1e-4
