@@ -122,7 +122,9 @@ def test_proverbench_jsonl_problems_without_reference(endpoint, tmp_path):
 def test_proverbench_resumes_after_kill(endpoint, csv, tmp_path):
     """SIGKILL during judging; the re-run finishes with every proof once and the same decisions as a clean run."""
     out = tmp_path / "killed"
-    args = _overrides(endpoint, csv, out, "limit=4", "chunk_size=1", "wandb.enabled=false",
+    # one proof in flight at a time: the judgments arrive one by one, so the kill lands mid-run (with all four
+    # in flight they can all be written within the 50 ms between two looks at the file)
+    args = _overrides(endpoint, csv, out, "limit=4", "chunk_size=1", "wandb.enabled=false", "judge.max_concurrency=1",
                       "+verifier.extra_body.structured_outputs.regex='" + synthetic_verdict_regex(93, max_step=0)
                       .replace("\n", "\\n") + "'")
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
