@@ -264,9 +264,10 @@ def test_serve_verifier_sh_serves_a_model_dir(tmp_path, tiny_model):
                PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
                VERIFIER_SERVE_PIDFILE=str(tmp_path / "serve.pid"))
     log = open(tmp_path / "serve.log", "w")
+    # started with SIGINT ignored, as `launch/serve_verifier.sh ... &` in a script starts it: Ctrl-C must still stop it
     proc = subprocess.Popen(["launch/serve_verifier.sh", str(tiny_model), str(port), "omp_num_threads=1",
                              "served_model_name=verifier"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         _wait_healthy(port, lambda: proc.poll() is None)
         assert _served_models(port) == ["verifier"]

@@ -233,6 +233,9 @@ def main() -> None:
 
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, terminate)
+        # Ctrl-C stops the server even when the wrapper inherited SIGINT ignored (a `cmd &` of a
+        # non-interactive shell, some test runners' workers): seen as a wrapper that never stopped
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         server = VLLMServer(cfg)
         pid_file = Path(os.environ.get("VERIFIER_SERVE_PIDFILE", f".serve-{cfg.port}.pid"))
         try:
