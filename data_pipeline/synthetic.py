@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from verifier.parser import format_verification
+from data_pipeline.importers import problem_id_of
 from verifier.records import NO_STEP, Annotation, ProofTrajectory, Verdict
 
 FATAL_KINDS = ("wrong_result", "wrong_operand", "wrong_final")
@@ -319,7 +320,7 @@ def iter_synthetic(cfg: SyntheticConfig) -> Iterator[ProofTrajectory]:
                              f"{cfg.exclude_problems_of}; the knobs leave too few fresh problems for n={cfg.n}")
         rng = random.Random(f"{cfg.seed}:{p}")
         prob = _problem(rng, cfg, p)
-        if excluded and " ".join(prob["problem"].split()) in excluded:
+        if excluded and problem_id_of(prob["problem"]) in excluded:
             skipped += 1
             continue
         pid = f"{cfg.id_prefix}-{cfg.seed}-{p:0{width}d}"
@@ -333,10 +334,10 @@ def iter_synthetic(cfg: SyntheticConfig) -> Iterator[ProofTrajectory]:
 
 
 def _problem_texts(path: str) -> set[str]:
-    """Whitespace-normalised problem texts of a trajectory JSONL (``exclude_problems_of``)."""
+    """The problems of a trajectory JSONL (``exclude_problems_of``), as ``problem_id_of`` of their text."""
     from verifier.io import read_jsonl
 
-    return {" ".join(str(r.get("problem", "")).split()) for r in read_jsonl(path)}
+    return {problem_id_of(str(r.get("problem", ""))) for r in read_jsonl(path)}
 
 
 def generate_synthetic(n: int, seed: int = 0, **options: Any) -> list[ProofTrajectory]:

