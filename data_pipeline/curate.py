@@ -24,6 +24,7 @@ card ``README.md`` with the counts.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import unicodedata
@@ -35,6 +36,7 @@ from typing import Any
 
 from data_pipeline.importers import ProofProblem, load_proofbench_problems
 from verifier.engine import EndpointConfig
+from verifier.errors import InputError
 from verifier.records import ParseStatus
 
 TASK_TYPES = ("proof", "true_false", "multiple_choice", "fill_in_blank", "other_answer")
@@ -156,7 +158,7 @@ def _option_run(t: str, style: str) -> tuple[list[str], list[str], int]:
                 if ord(m.group(1).upper()) == ord(run[-1].group(1).upper()) + 1:
                     run.append(m)
             if len(run) > len(best[0]):
-                items = [t[a.end():b.start()] for a, b in zip(run, run[1:])]
+                items = [t[a.end():b.start()] for a, b in itertools.pairwise(run)]
                 items.append(t[run[-1].end():].split("\n", 1)[0][:120])
                 best = ([m.group(1) for m in run], items, m0.start())
     return best
@@ -337,11 +339,11 @@ def classify(problems: Sequence[ProofProblem], cfg: ClassifierConfig, progress: 
 def curate(problems: Sequence[ProofProblem], cfg: CurateConfig) -> list[Decision]:
     """One decision per problem, in input order (see the module docstring for the order of the filters)."""
     if cfg.classifier.on_failure not in ("keep", "remove", "error"):
-        raise ValueError(f"curate config, field 'classifier.on_failure': use keep, remove or error, "
+        raise InputError(f"curate config, field 'classifier.on_failure': use keep, remove or error, "
                          f"got {cfg.classifier.on_failure!r}")
     t = cfg.near_duplicate_threshold
     if t is not None and not 0.0 < t <= 1.0:
-        raise ValueError(f"curate config, field 'near_duplicate_threshold': expected a value in (0, 1], got {t}")
+        raise InputError(f"curate config, field 'near_duplicate_threshold': expected a value in (0, 1], got {t}")
     dec = [Decision(p.id) for p in problems]
     if cfg.rules:
         for d, p in zip(dec, problems):
@@ -440,7 +442,7 @@ def run(cfg: CurateConfig) -> dict[str, Any]:
     from verifier.io import write_jsonl
 
     if not cfg.input or not cfg.out:
-        raise ValueError("curate config: input=PATH and out=DIR are required")
+        raise InputError("curate config: input=PATH and out=DIR are required")
     problems = load_proofbench_problems(cfg.input)
     dec = curate(problems, cfg)
     out = Path(cfg.out)

@@ -9,8 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from data_pipeline.curate import (CurateConfig, curate, normalize_text, parse_task_type, rule_match, rule_task_type,
-                                  run)
+from data_pipeline.curate import (
+    CurateConfig,
+    curate,
+    normalize_text,
+    parse_task_type,
+    rule_match,
+    rule_task_type,
+    run,
+)
 from data_pipeline.importers import ProofProblem, load_proofbench_problems
 from verifier.io import read_jsonl, write_jsonl
 from verifier.records import ParseStatus
