@@ -83,9 +83,8 @@ def convert(cfg: ConvertConfig) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from verifier.tiny_model import parse_overrides
-
     from verifier.errors import run_command
+    from verifier.tiny_model import parse_overrides
 
     cfg = run_command("verifier.convert_gguf", lambda: parse_overrides(sys.argv[1:] if argv is None else argv,
                                                                        ConvertConfig()))
