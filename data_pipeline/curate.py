@@ -130,9 +130,11 @@ _NOT_LABEL = re.compile(r"(?:[-+*/=<>^_(]|\b(?:case|player|step|type|part|point|
                         r"hint|line|plane|vertex|set|class|person|student|runway))\s*$", re.IGNORECASE)
 _HEADER = re.compile(r"(?:^|\n|[.?:]\s)\s*(?:options|choices|answer options|possible answers|alternatives|(?:select|choose) one)\s*:",
                      re.IGNORECASE)
-_PART_VERB = re.compile(r"^\s*(?:prove|show|find|determine|compute|calculate|evaluate|explain|construct|describe|"
-                        r"give|let|suppose|assume|if|what|how|why|is|are|does|do|can|deduce|hence|verify|"
-                        r"justify|sketch|state)\b", re.IGNORECASE)
+_IMPERATIVE = (r"prove|show|find|determine|compute|calculate|evaluate|explain|construct|describe|give|let|suppose|"
+               r"assume|deduce|hence|verify|justify|sketch|state")
+_PART_VERB = re.compile(rf"^\s*(?:{_IMPERATIVE}|if|what|how|why|is|are|does|do|can)\b", re.IGNORECASE)
+# the last item runs to the end of its line: only an instruction marks it as a part ("does not exist" is an option)
+_LAST_PART_VERB = re.compile(rf"^\s*(?:{_IMPERATIVE})\b", re.IGNORECASE)
 
 
 def _option_text(text: str) -> str:
@@ -179,7 +181,7 @@ def _options_list(text: str) -> tuple[str, str] | None:
         labels, items, start = _option_run(t, style)
         if len(labels) < 2:
             continue
-        if any(len(x.strip()) > 150 or _PART_VERB.match(x) for x in items[:-1]) or _PART_VERB.match(items[-1]):
+        if any(len(x.strip()) > 150 or _PART_VERB.match(x) for x in items[:-1]) or _LAST_PART_VERB.match(items[-1]):
             continue
         after_header = header is not None and 0 <= start - header.end() <= 40
         # lower-case labels without a header also need a full question or sentence before them ("...?" or

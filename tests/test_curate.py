@@ -71,7 +71,7 @@ def test_formats_labelled_set_precision_recall_and_each_format():
     flagged = [r for r in rows if pred[r["id"]][0] != "proof"]
     tp = sum(r["task_type"] in RULE_TYPES for r in flagged)
     precision, recall = tp / len(flagged), tp / len(pos)
-    assert precision >= 0.97 and recall >= 0.93, (precision, recall)  # measured 0.993 / 0.959
+    assert precision >= 0.97 and recall >= 0.94, (precision, recall)  # measured 0.993 / 0.966
     # every format written before the measurement is caught with its type, every hard negative kept
     for r in rows:
         kind, rule, _ = pred[r["id"]]
