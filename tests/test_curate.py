@@ -55,6 +55,9 @@ def test_real_proofbench_is_not_flagged(shared_data):
     problems = load_proofbench_problems(shared_data / "imo_proofbench_v2" / "proofbench_v2.csv")
     flagged = [(p.id, rule_task_type(p.problem)) for p in problems if rule_task_type(p.problem)[0] != "proof"]
     assert not flagged, flagged
+    assert len(problems) == 60
+    removed = [(d.id, d.reason) for d in curate(problems, CurateConfig()) if not d.kept]  # default filters
+    assert removed == []
     assert rule_task_type("Choose one of the following: (A) 1 (B) 2 (C) 3")[0] == "multiple_choice"
 
 
