@@ -36,10 +36,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from data_pipeline.importers import problem_id_of
-from verifier.errors import InputError
 from verifier.parser import format_verification
+from data_pipeline.importers import problem_id_of
 from verifier.records import NO_STEP, Annotation, ProofTrajectory, Verdict
+from verifier.errors import InputError
 
 FATAL_KINDS = ("wrong_result", "wrong_operand", "wrong_final")
 RECOVERABLE_KINDS = ("double_equals", "arrow")

@@ -39,6 +39,7 @@ from typing import Any
 
 from verifier.budget import check_budget
 from verifier.engine import Engine, GenerationRequest, run_sync
+from verifier.templates import as_messages
 from verifier.errors import InputError
 from verifier.io import JsonlAppender, iter_jsonl, truncate_partial_last_line, write_jsonl
 from verifier.judging import (
@@ -53,7 +54,6 @@ from verifier.judging import (
     row_to_judgment,
     verification_item,
 )
-from verifier.templates import as_messages
 
 Row = dict[str, Any]
 Post = Callable[[Any, Row], "Row | Awaitable[Row]"]
