@@ -61,7 +61,9 @@ def report(prog: str, exc: BaseException) -> None:
     if full_error():
         traceback.print_exception(type(exc), exc, exc.__traceback__)
     else:
-        print(f"{prog}: error: {message_of(exc)}", file=sys.stderr, flush=True)
+        from verifier.config import redact  # a message that quotes an override never shows a key
+
+        print(f"{prog}: error: {redact(message_of(exc))}", file=sys.stderr, flush=True)
 
 
 def run_command(prog: str, fn: Callable[[], Any]) -> Any:
