@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
+from verifier.errors import EXIT_USER_ERROR, InputError
 from verifier.records import NO_STEP, Annotation, ProofTrajectory, RecordError
 
 REPORT_CHOICE = "Report error case"
@@ -153,7 +154,7 @@ def export(cfg: AnnotateConfig) -> Path:
     from verifier.io import read_jsonl
 
     if not cfg.queue or not cfg.out:
-        raise ValueError("annotate export: queue=PATH and out=DIR are required")
+        raise InputError("annotate export: queue=PATH and out=DIR are required")
     trajs = load_ingested(cfg.queue)
     jpath = Path(cfg.judgments) if cfg.judgments else Path(cfg.queue).parent / "judgments.jsonl"
     if cfg.judgments and not jpath.exists():
@@ -161,7 +162,7 @@ def export(cfg: AnnotateConfig) -> Path:
     judgments = {str(r.get("id")): r for r in read_jsonl(jpath)} if jpath.exists() else {}
     too_long = [t.id for t in trajs if len(t.proof_steps) > cfg.max_steps + 1]
     if too_long:
-        raise ValueError(f"record {too_long[0]!r}, field 'proof_steps': more than max_steps={cfg.max_steps} steps; "
+        raise InputError(f"record {too_long[0]!r}, field 'proof_steps': more than max_steps={cfg.max_steps} steps; "
                          "raise max_steps")
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -272,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             r = ingest_run(icfg)
         except DatasetError as e:
             print(f"annotate import failed: {e}\n(error report: {Path(cfg.out or '.') / 'errors.txt'})", file=sys.stderr)
-            raise SystemExit(1) from None
+            raise SystemExit(EXIT_USER_ERROR) from None
         s = r.summary()
         print(f"ingested {s['kept']} records (excluded report_error_case={s['excluded_report_error_case']}, "
               f"rejected={s['rejected']}; polarity {s['polarity']}) to {cfg.out}")

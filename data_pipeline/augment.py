@@ -29,6 +29,7 @@ from typing import Any, Sequence
 
 from verifier.budget import check_budget
 from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
+from verifier.errors import InputError
 from verifier.judging import JudgeConfig, Judgment
 from verifier.records import NO_STEP, Annotation, ProofTrajectory
 from verifier.templates import as_messages, repair_prompt, split_proof_steps
@@ -79,7 +80,7 @@ def candidates(trajs: Sequence[ProofTrajectory]) -> tuple[list[ProofTrajectory],
 def repair_model_for(t: ProofTrajectory, cfg: AugmentConfig) -> str:
     if cfg.own_model:
         if not t.generator:
-            raise ValueError(f"record {t.id!r}, field 'generator': own_model=true needs the proof's generator")
+            raise InputError(f"record {t.id!r}, field 'generator': own_model=true needs the proof's generator")
         return cfg.model_map.get(t.generator, t.generator)
     return cfg.repair_model or cfg.generator.model
 
@@ -159,13 +160,13 @@ def run(cfg: AugmentConfig) -> dict[str, Any]:
     from verifier.io import JsonlAppender
 
     if not cfg.input or not cfg.out:
-        raise ValueError("augment config: input=PATH and out=DIR are required")
+        raise InputError("augment config: input=PATH and out=DIR are required")
     if not cfg.verifiers:
-        raise ValueError("augment config, field 'verifiers': at least one verifier endpoint is required")
+        raise InputError("augment config, field 'verifiers': at least one verifier endpoint is required")
     if cfg.attempts < 1 or cfg.batch_size < 1 or cfg.verify.n < 1:
-        raise ValueError("augment config: attempts, batch_size and verify.n must be >= 1")
+        raise InputError("augment config: attempts, batch_size and verify.n must be >= 1")
     if cfg.verify.policy != "pessimistic":
-        raise ValueError(f"augment config, field 'verify.policy': section 4.2 keeps a repair only if every pass "
+        raise InputError(f"augment config, field 'verify.policy': section 4.2 keeps a repair only if every pass "
                          f"accepts (pessimistic), got {cfg.verify.policy!r}")
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -38,6 +38,7 @@ from typing import Any
 from data_pipeline.importers import ProofProblem, load_proofbench_problems
 from verifier.budget import check_budget
 from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
+from verifier.errors import InputError
 from verifier.records import NO_STEP, ProofTrajectory
 from verifier.templates import as_messages, generation_prompt, render, split_proof_steps
 
@@ -144,16 +145,16 @@ def run(cfg: CandidatesConfig) -> dict[str, Any]:
     from verifier.io import JsonlAppender
 
     if not cfg.problems or not cfg.out:
-        raise ValueError("candidates config: problems=PATH and out=DIR are required")
+        raise InputError("candidates config: problems=PATH and out=DIR are required")
     if not cfg.generators:
-        raise ValueError("candidates config, field 'generators': at least one generator endpoint is required")
+        raise InputError("candidates config, field 'generators': at least one generator endpoint is required")
     if cfg.k < 1 or cfg.rounds < 0 or cfg.batch_size < 1 or cfg.critique.n < 1:
-        raise ValueError("candidates config: k, batch_size and critique.n must be >= 1, rounds >= 0")
+        raise InputError("candidates config: k, batch_size and critique.n must be >= 1, rounds >= 0")
     if cfg.critic not in ("self", "verifier"):
-        raise ValueError(f"candidates config, field 'critic': use self or verifier, got {cfg.critic!r}")
+        raise InputError(f"candidates config, field 'critic': use self or verifier, got {cfg.critic!r}")
     problems = load_proofbench_problems(cfg.problems)[: cfg.limit]
     if not problems:
-        raise ValueError(f"{cfg.problems}: no problems")
+        raise InputError(f"{cfg.problems}: no problems")
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     path, skipped_path = out / "candidates.jsonl", out / "skipped.jsonl"

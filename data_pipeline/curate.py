@@ -24,6 +24,7 @@ card ``README.md`` with the counts.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import unicodedata
@@ -35,6 +36,7 @@ from typing import Any
 
 from data_pipeline.importers import ProofProblem, load_proofbench_problems
 from verifier.engine import EndpointConfig
+from verifier.errors import InputError
 from verifier.records import ParseStatus
 
 TASK_TYPES = ("proof", "true_false", "multiple_choice", "fill_in_blank", "other_answer")
@@ -84,17 +86,147 @@ class Decision:
 
 # ------------------------------------------------------------------------------------------ rules
 
-_OPTION = re.compile(r"(?:^|\s|\n)\(?([A-Ea-e])[\).]\s+\S")
-_MC_PHRASES = re.compile(r"which of the following|choose the correct|select the correct|"
-                         r"(?:select|choose|pick) (?:one|all) (?:of the following|that apply)|answer choices", re.IGNORECASE)
-_TF = re.compile(r"true\s+or\s+false|true\s*/\s*false|\(\s*T\s*/\s*F\s*\)|"
-                 r"(?:is|are) the following (?:statements?|claims?) (?:true|correct)\s*\?", re.IGNORECASE)
-_BLANK = re.compile(r"_{3,}|(?:\\_){2,}|\\underline\{\s*(?:\\hspace|\\quad|\\qquad|\s*\})|\\blank\b|"
-                    r"\[\s*blank\s*\]|fill in the blanks?|fill in the missing", re.IGNORECASE)
+# Rules are written from the formats exam datasets use (not fitted to a measured set; the measured
+# precision/recall on tests/data/curate_formats.jsonl is in docs/data_pipeline.md). Each rule has a name
+# that the decision's detail reports.
+
+_MC_PHRASES = re.compile(
+    r"which (?:one )?of (?:the following|these|the (?:options|choices|answers)(?: below| given)?)|"
+    r"choose the (?:correct|right|best)|select the (?:correct|right|best)|"
+    r"(?:select|choose|pick) (?:one|all) (?:of the following|that apply|answer)|circle the (?:letter|correct)|"
+    r"answer choices|the correct (?:option|choice)|[(\[]\s*multiple[- ]choice\s*[)\]]", re.IGNORECASE)
+_TF = re.compile(
+    r"(?:true\s*(?:or|/)\s*false|false\s*(?:or|/)\s*true)(?!\s*(?:questions?|items?|problems?|tests?|quiz))|[(\[]\s*T\s*/\s*F\s*[)\]]|(?:^|\n)\s*T\s*/\s*F\s*[:.]|"
+    r"\bT or F\b|correct or incorrect|"
+    r"(?:is|are) (?:the following|this|these|each of the following) (?:statements?|claims?|assertions?) "
+    r"(?:true|correct|valid)\s*\?|"
+    r"(?:state|decide|determine|indicate|say|mark|tell|check) (?:whether|if) (?:the|each|this|these) "
+    r"(?:following |given )?(?:statements?|claims?|assertions?) (?:is|are) (?:true|correct)", re.IGNORECASE)
+_BLANK = re.compile(
+    r"_{3,}|(?:\\_\s*){2,}|\\underline\{\s*(?:\\hspace|\\quad|\\qquad|\\phantom|~|\\ |\}|\s+\})|"
+    r"\\rule\{|\\blank\b|\\boxed\{\s*(?:\\phantom|\\quad|\\qquad|\})|\[\s*blank\s*\]|"
+    r"fill in the blanks?|fill in the missing|fill in\s*:|fill(?:ing)? the blanks?|complete the blanks?|"
+    r"\(\s+\)|\u25a1|\u2610", re.IGNORECASE)
+
+# option labels: A-E / a-e, also full-width (NFKC) and circled (mapped below) letters
+_CIRCLED = {chr(0x24B6 + i): f"({chr(65 + i)})" for i in range(26)} | {chr(0x24D0 + i): f"({chr(97 + i)})"
+                                                                          for i in range(26)}
+_LATEX_WRAP = re.compile(r"\\(?:textbf|textrm|textnormal|textit|mathrm|mathbf|mathit|text|emph|bf|rm|it|"
+                         r"displaystyle|qquad|quad|hfill|enspace|hspace\{[^}]*\}|item)(?![a-zA-Z])|\\[,;: ]")
+_LEAD = r"(?:^|(?<=[\s,;:]))"  # an option label starts the text, a line, or follows a space/separator
+_LEAD_BRACKET = r"(?<![A-Za-z\\_^*/])"  # a bracketed label: anywhere but after a name (``f(a)``, ``x_(a)``)
+_OPTION_STYLES = {  # name: regex of one label; the letter is group 1
+    "(A)": _LEAD_BRACKET + r"\(\s*([A-Ea-e])\s*\)",
+    "[A]": _LEAD_BRACKET + r"\[\s*([A-Ea-e])\s*\]",
+    "A)": _LEAD + r"([A-Ea-e])\)",
+    "A.": _LEAD + r"([A-Ea-e])\.(?=\s*\S)(?!\s*[A-Ea-e]\.)",
+    "A:": _LEAD + r"([A-Ea-e]):(?=\s*\S)",
+}
+_OPTION_RE = {k: re.compile(v, re.MULTILINE) for k, v in _OPTION_STYLES.items()}
+_ASY = re.compile(r"\[asy\].*?(?:\[/asy\]|$)", re.DOTALL | re.IGNORECASE)  # Asymptote code: labels, not options
+# what precedes a letter that is no option label: an operator (``(1 + a)``) or a naming noun (``Case A:``)
+_NOT_LABEL = re.compile(r"(?:[-+*/=<>^_(]|\b(?:case|player|step|type|part|point|team|group|box|room|claim|"
+                        r"statement|condition|section|figure|fig|table|question|problem|exercise|lemma|theorem|"
+                        r"hint|line|plane|vertex|set|class|person|student|runway))\s*$", re.IGNORECASE)
+_HEADER = re.compile(r"(?:^|\n|[.?:]\s)\s*(?:options|choices|answer options|possible answers|alternatives|(?:select|choose) one)\s*:",
+                     re.IGNORECASE)
+_IMPERATIVE = (r"prove|show|find|determine|compute|calculate|evaluate|explain|construct|describe|give|let|suppose|"
+               r"assume|deduce|hence|verify|justify|sketch|state")
+_PART_VERB = re.compile(rf"^\s*(?:{_IMPERATIVE}|if|what|how|why|is|are|does|do|can)\b", re.IGNORECASE)
+# the last item runs to the end of its line: only an instruction marks it as a part ("does not exist" is an option)
+_LAST_PART_VERB = re.compile(rf"^\s*(?:{_IMPERATIVE})\b", re.IGNORECASE)
+
+
+def _option_text(text: str) -> str:
+    """Text with option labels in plain form: circled and full-width letters, LaTeX wrappers, ``$``/braces gone."""
+    t = "".join(_CIRCLED.get(c, c) for c in _ASY.sub(" ", text))
+    t = unicodedata.normalize("NFKC", t)
+    t = t.replace("\\\\", "\n")
+    t = _LATEX_WRAP.sub(" ", t)
+    return re.sub(r"[${}]", " ", t)
+
+
+def _option_run(t: str, style: str) -> tuple[list[str], list[str], int]:
+    """The longest run of labels ``A, B, C, ...`` (one case, in order) of one style: labels, item texts, start."""
+    best: tuple[list[str], list[str], int] = ([], [], -1)
+    for case in (str.upper, str.lower):
+        ms = [m for m in _OPTION_RE[style].finditer(t) if case(m.group(1)) == m.group(1)
+              and not _NOT_LABEL.search(t[max(0, m.start() - 12):m.start()])]
+        for i0, m0 in enumerate(ms):
+            if m0.group(1).upper() != "A":
+                continue
+            run = [m0]
+            for m in ms[i0 + 1:]:
+                if ord(m.group(1).upper()) == ord(run[-1].group(1).upper()) + 1:
+                    run.append(m)
+            if len(run) > len(best[0]):
+                items = [t[a.end():b.start()] for a, b in itertools.pairwise(run)]
+                items.append(t[run[-1].end():].split("\n", 1)[0][:120])
+                best = ([m.group(1) for m in run], items, m0.start())
+    return best
+
+
+def _options_list(text: str) -> tuple[str, str] | None:
+    """``(rule, evidence)`` when the text carries an options list, in any of the styles of ``_OPTION_STYLES``.
+
+    An options list: labels A, B, C, ... in order and in one style whose items are short answers (not
+    sub-questions starting with "prove", "find", ...). Three labels, lower case ones after a sentence ("?"/".";
+    ``(a) (b) (c)`` are also the parts or conditions of proof problems); after an ``Options:`` / ``Choices:``
+    header two suffice. Asymptote code, letters after an operator (``(1 + a)``) or a naming noun (``Case A:``)
+    are not options.
+    """
+    t = _option_text(text)
+    header = _HEADER.search(t)
+    for style in _OPTION_STYLES:
+        labels, items, start = _option_run(t, style)
+        if len(labels) < 2:
+            continue
+        if any(len(x.strip()) > 150 or _PART_VERB.match(x) for x in items[:-1]) or _LAST_PART_VERB.match(items[-1]):
+            continue
+        after_header = header is not None and 0 <= start - header.end() <= 40
+        # lower-case labels without a header also need a full question or sentence before them ("...?" or
+        # "..."): ``(a) (b) (c)`` after "such that" / "satisfying:" are the conditions of a proof problem
+        question = t[:start].rstrip().rstrip(")\"'").endswith(("?", "."))
+        if len(labels) >= 2 and after_header or len(labels) >= 3 and (labels[0].isupper() or question):
+            name = "mc_options_after_header" if after_header else "mc_options"
+            shown = " ".join(style.replace("A", x).replace("a", x) for x in labels)
+            return name, f"{shown} ({style} style)"
+    return None
+
+
+def rule_match(problem: str) -> tuple[str, str, str]:
+    """``(task type, rule name, matched evidence)``; ``("proof", "", "")`` when no rule fires.
+
+    Rules, in order: ``true_false`` (``tf_phrase``: "true or false", "(T/F)", "is the following statement
+    true?", ...), ``multiple_choice`` (``mc_phrase``: "which of the following", "choose the correct", ...;
+    ``mc_options`` / ``mc_options_after_header``: an options list in any of the styles ``(A) x``, ``A) x``,
+    ``A. x``, ``A: x``, ``[A] x``, full-width or circled letters, lower case, inline or one per line),
+    ``fill_in_blank`` (``blank``: ``___``, ``\\underline{\\hspace..}``, ``\\rule{..}``, empty ``( )``, "fill in
+    the blank", ...).
+
+    >>> rule_match("Ⓐ 1 Ⓑ 2 Ⓒ 3 Ⓓ 4")[:2]
+    ('multiple_choice', 'mc_options')
+    >>> rule_match("Find all functions with (a) f(0)=1 (b) f(x+y)=f(x)f(y) (c) f is continuous.")
+    ('proof', '', '')
+    """
+    text = problem or ""
+    m = _TF.search(text)
+    if m:
+        return "true_false", "tf_phrase", m.group(0)
+    m = _MC_PHRASES.search(text)
+    if m:
+        return "multiple_choice", "mc_phrase", m.group(0)
+    o = _options_list(text)
+    if o:
+        return "multiple_choice", o[0], o[1]
+    m = _BLANK.search(unicodedata.normalize("NFKC", text))
+    if m:
+        return "fill_in_blank", "blank", m.group(0)
+    return "proof", "", ""
 
 
 def rule_task_type(problem: str) -> tuple[str, str]:
-    """``(task type, matched evidence)`` by rules; ``("proof", "")`` when no rule fires.
+    """``(task type, matched evidence)`` by rules; ``("proof", "")`` when no rule fires (see ``rule_match``).
 
     >>> rule_task_type("True or false: every bounded sequence converges.")[0]
     'true_false'
@@ -105,20 +237,8 @@ def rule_task_type(problem: str) -> tuple[str, str]:
     >>> rule_task_type("Prove that there are infinitely many primes.")
     ('proof', '')
     """
-    text = problem or ""
-    m = _TF.search(text)
-    if m:
-        return "true_false", m.group(0)
-    m = _MC_PHRASES.search(text)
-    if m:
-        return "multiple_choice", m.group(0)
-    letters = [x.upper() for x in _OPTION.findall(text)]
-    if {"A", "B", "C"} <= set(letters) or ({"A", "B"} <= set(letters) and "D" in letters):
-        return "multiple_choice", "options " + " ".join(sorted(set(letters)))
-    m = _BLANK.search(text)
-    if m:
-        return "fill_in_blank", m.group(0)
-    return "proof", ""
+    kind, rule, evidence = rule_match(problem)
+    return (kind, f"{rule}: {evidence}") if rule else ("proof", "")
 
 
 # ------------------------------------------------------------------------------------- duplicates
@@ -221,17 +341,17 @@ def classify(problems: Sequence[ProofProblem], cfg: ClassifierConfig, progress: 
 def curate(problems: Sequence[ProofProblem], cfg: CurateConfig) -> list[Decision]:
     """One decision per problem, in input order (see the module docstring for the order of the filters)."""
     if cfg.classifier.on_failure not in ("keep", "remove", "error"):
-        raise ValueError(f"curate config, field 'classifier.on_failure': use keep, remove or error, "
+        raise InputError(f"curate config, field 'classifier.on_failure': use keep, remove or error, "
                          f"got {cfg.classifier.on_failure!r}")
     t = cfg.near_duplicate_threshold
     if t is not None and not 0.0 < t <= 1.0:
-        raise ValueError(f"curate config, field 'near_duplicate_threshold': expected a value in (0, 1], got {t}")
+        raise InputError(f"curate config, field 'near_duplicate_threshold': expected a value in (0, 1], got {t}")
     dec = [Decision(p.id) for p in problems]
     if cfg.rules:
         for d, p in zip(dec, problems):
-            kind, evidence = rule_task_type(p.problem)
+            kind, rule, evidence = rule_match(p.problem)
             if kind != "proof":
-                d.reason, d.detail = f"answer_centric:{kind}", f"rule matched {evidence!r}"
+                d.reason, d.detail = f"answer_centric:{kind}", f"rule {rule} matched {evidence!r}"
     live = [i for i, d in enumerate(dec) if d.kept]
     norm = {i: normalize_text(problems[i].problem) for i in live}
     if cfg.exact_duplicates:
@@ -324,7 +444,7 @@ def run(cfg: CurateConfig) -> dict[str, Any]:
     from verifier.io import write_jsonl
 
     if not cfg.input or not cfg.out:
-        raise ValueError("curate config: input=PATH and out=DIR are required")
+        raise InputError("curate config: input=PATH and out=DIR are required")
     problems = load_proofbench_problems(cfg.input)
     dec = curate(problems, cfg)
     out = Path(cfg.out)

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from verifier.errors import InputError
 from verifier.records import ProofTrajectory
 from verifier.templates import as_messages, verification_prompt
 
@@ -30,7 +31,7 @@ def grpo_row(traj: ProofTrajectory, with_reference: bool = True) -> dict[str, An
     """
     ann = traj.annotation
     if ann is None:
-        raise ValueError(f"record {traj.id!r}, field 'annotation': GRPO rows need an expert annotation")
+        raise InputError(f"record {traj.id!r}, field 'annotation': GRPO rows need an expert annotation")
     return {
         "prompt": as_messages(verification_prompt(traj, with_reference=with_reference)),
         "id": traj.id,
@@ -104,9 +105,9 @@ def variant_trajectories(cfg: GrpoDataConfig) -> tuple[list[ProofTrajectory], di
     from data_pipeline.ingest import load_ingested
 
     if cfg.variant not in VARIANTS:
-        raise ValueError(f"grpo_data config, field 'variant': use one of {list(VARIANTS)}, got {cfg.variant!r}")
+        raise InputError(f"grpo_data config, field 'variant': use one of {list(VARIANTS)}, got {cfg.variant!r}")
     if cfg.unusable not in ("skip", "error"):
-        raise ValueError(f"grpo_data config, field 'unusable': use skip or error, got {cfg.unusable!r}")
+        raise InputError(f"grpo_data config, field 'unusable': use skip or error, got {cfg.unusable!r}")
     held_problems: dict[str, str] = {}
     if cfg.held_out:
         held = load_ingested(cfg.held_out)
@@ -119,7 +120,7 @@ def variant_trajectories(cfg: GrpoDataConfig) -> tuple[list[ProofTrajectory], di
     for origin in VARIANTS[cfg.variant]:
         path = getattr(cfg, origin)
         if not path:
-            raise ValueError(f"grpo_data config, field {origin!r}: variant {cfg.variant!r} needs this source")
+            raise InputError(f"grpo_data config, field {origin!r}: variant {cfg.variant!r} needs this source")
         kept = 0
         for t in load_ingested(path):
             reason = None
@@ -129,16 +130,16 @@ def variant_trajectories(cfg: GrpoDataConfig) -> tuple[list[ProofTrajectory], di
                 reason = "report_error_case"
             if reason:
                 if cfg.unusable == "error":
-                    raise ValueError(f"record {t.id!r}, field 'annotation': {reason} ({origin} source {path})")
+                    raise InputError(f"record {t.id!r}, field 'annotation': {reason} ({origin} source {path})")
                 counts["skipped"][f"{origin}:{reason}"] = counts["skipped"].get(f"{origin}:{reason}", 0) + 1
                 continue
             if t.id in seen:
-                raise ValueError(f"record {t.id!r}, field 'id': duplicate id in sources {seen[t.id]!r} and {origin!r}")
+                raise InputError(f"record {t.id!r}, field 'id': duplicate id in sources {seen[t.id]!r} and {origin!r}")
             if t.problem_id in held_problems:
-                raise ValueError(f"record {t.id!r}, field 'problem_id': problem {t.problem_id!r} is in the held-out "
+                raise InputError(f"record {t.id!r}, field 'problem_id': problem {t.problem_id!r} is in the held-out "
                                  f"set (record {held_problems[t.problem_id]!r}); the training rows would leak it")
             if held_texts and problem_id_of(t.problem) in held_texts:
-                raise ValueError(f"record {t.id!r}, field 'problem': the same problem text as held-out record "
+                raise InputError(f"record {t.id!r}, field 'problem': the same problem text as held-out record "
                                  f"{held_texts[problem_id_of(t.problem)]!r}; the training rows would leak it")
             seen[t.id] = origin
             out.append(t)
@@ -160,7 +161,7 @@ def write_variant(cfg: GrpoDataConfig) -> dict[str, Any]:
     from verifier.io import write_jsonl
 
     if not cfg.out:
-        raise ValueError("grpo_data config, field 'out': an output folder is required (out=DIR)")
+        raise InputError("grpo_data config, field 'out': an output folder is required (out=DIR)")
     trajs, counts = variant_trajectories(cfg)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verifier.io import LoadResult, iter_jsonl, load_trajectories
+from verifier.io import LoadResult, iter_jsonl, load_trajectories, note_derived_ids
 from verifier.records import NO_STEP, Annotation, ProofTrajectory, RecordError
 
 SHARED_DATA = Path(os.environ.get("VERIFIER_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
@@ -188,7 +188,8 @@ def load_proofbench_problems(path: str | os.PathLike) -> list[ProofProblem]:
     ``Problem``, ``Solution`` (the reference), ``Grading guidelines``, ``Category`` as subject,
     ``Level`` as split. JSONL: ``id`` (or ``problem_id``), ``problem``, optional
     ``reference_solution`` (or ``solution``), ``split``, ``subject``, ``grading_guidelines``,
-    ``source``. Errors name the record and the field; duplicate ids are errors.
+    ``source``; without an id, ``problem_id_of(problem)``. Errors name the record and the field;
+    duplicate ids are errors.
     """
     p = Path(path)
     rows: list[tuple[int | None, dict[str, Any]]] = []
@@ -213,8 +214,11 @@ def load_proofbench_problems(path: str | os.PathLike) -> list[ProofProblem]:
             rows.append((n, obj))
     out: list[ProofProblem] = []
     seen: set[str] = set()
+    derived = 0
     for line, d in rows:
         rid = d.get("id", d.get("problem_id"))
+        if (rid is None or str(rid).strip() == "") and isinstance(d.get("problem"), str) and d["problem"].strip():
+            rid, derived = problem_id_of(d["problem"]), derived + 1  # the id the leak checks use
         if rid is None or str(rid).strip() == "":
             raise RecordError(None, "id", "missing", line)
         rid = str(rid)
@@ -233,4 +237,5 @@ def load_proofbench_problems(path: str | os.PathLike) -> list[ProofProblem]:
         if not vals["problem"]:
             raise RecordError(rid, "problem", "missing (empty)", line)
         out.append(ProofProblem(id=rid, **vals))
+    note_derived_ids(p, derived)
     return out

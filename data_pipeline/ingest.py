@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from verifier.errors import EXIT_USER_ERROR, InputError
 from verifier.io import DatasetError, iter_jsonl, write_jsonl
 from verifier.records import Annotation, ProofTrajectory, RecordError
 
@@ -188,7 +189,7 @@ def input_files(path: str | os.PathLike) -> list[Path]:
     if not p.exists():
         raise FileNotFoundError(f"{p}: no such file")
     if p.suffix.lower() not in (".jsonl", ".csv", ".json"):
-        raise ValueError(f"{p}: expected a .jsonl, .csv or .json file (got {p.suffix!r})")
+        raise InputError(f"{p}: expected a .jsonl, .csv or .json file (got {p.suffix!r})")
     return [p]
 
 
@@ -236,11 +237,11 @@ def iter_rows(path: Path) -> Iterator[tuple[int, Any, bool]]:
 def ingest(cfg: IngestConfig) -> IngestResult:
     """Validate every record of the export(s); collect ALL errors (id, field, line)."""
     if not cfg.input:
-        raise ValueError("ingest config, field 'input': a JSONL/CSV export (or folder) is required")
+        raise InputError("ingest config, field 'input': a JSONL/CSV export (or folder) is required")
     if cfg.on_error not in ("raise", "skip"):
-        raise ValueError(f"ingest config, field 'on_error': use raise or skip, got {cfg.on_error!r}")
+        raise InputError(f"ingest config, field 'on_error': use raise or skip, got {cfg.on_error!r}")
     if cfg.extra_columns not in ("meta", "error"):
-        raise ValueError(f"ingest config, field 'extra_columns': use meta or error, got {cfg.extra_columns!r}")
+        raise InputError(f"ingest config, field 'extra_columns': use meta or error, got {cfg.extra_columns!r}")
     from tqdm import tqdm
 
     files = input_files(cfg.input)
@@ -425,7 +426,7 @@ def write_outputs(result: IngestResult, cfg: IngestConfig) -> Path:
 def run(cfg: IngestConfig) -> IngestResult:
     """Ingest and write; raises ``DatasetError`` (all bad records) when ``on_error=raise``."""
     if not cfg.out:
-        raise ValueError("ingest config, field 'out': an output folder is required (out=DIR)")
+        raise InputError("ingest config, field 'out': an output folder is required (out=DIR)")
     result = ingest(cfg)
     if result.errors and cfg.on_error == "raise":
         write_error_report(result.errors, Path(cfg.out), cfg.input or "")
@@ -447,7 +448,7 @@ def main() -> None:
         except DatasetError as e:
             print(f"ingest failed: {e}\n(error report: {Path(cfg.out) / 'errors.txt'}; "
                   "use on_error=skip to write the good records)", file=sys.stderr)
-            raise SystemExit(1) from None
+            raise SystemExit(EXIT_USER_ERROR) from None
         s = r.summary()
         print(f"ingested {s['kept']} records (excluded report_error_case={s['excluded_report_error_case']}, "
               f"rejected={s['rejected']}; polarity {s['polarity']}) to {cfg.out}")

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from verifier.engine import EndpointConfig
+from verifier.errors import InputError
 from verifier.judging import JudgeConfig
 from verifier.records import NO_STEP, ProofTrajectory
 
@@ -92,7 +93,7 @@ def outcome_codes(verdict: np.ndarray, step: np.ndarray, outcome: str = "verdict
         s = np.clip(np.asarray(step, dtype=np.int64), NO_STEP, MAX_STEP_CODE)
         code = np.where(code == INVALID, INVALID + 1 + s, code)
     elif outcome != "verdict":
-        raise ValueError(f"select config, field 'outcome': use verdict or verdict_step, got {outcome!r}")
+        raise InputError(f"select config, field 'outcome': use verdict or verdict_step, got {outcome!r}")
     return code
 
 
@@ -105,7 +106,7 @@ def score(verdicts: pd.DataFrame, trajectories: pd.DataFrame, cfg: SelectConfig)
     counts, accept fraction, entropy, problem flags, rank and status.
     """
     if cfg.unparseable not in ("category", "reject", "ignore"):
-        raise ValueError(f"select config, field 'unparseable': use category, reject or ignore, got {cfg.unparseable!r}")
+        raise InputError(f"select config, field 'unparseable': use category, reject or ignore, got {cfg.unparseable!r}")
     n_traj = len(trajectories)
     t = verdicts["traj"].to_numpy(np.int64)
     v = verdicts["verdict"].to_numpy(np.int64)
@@ -188,10 +189,10 @@ def verdict_rows(judgments: Iterable[dict[str, Any]], index: dict[str, int]) -> 
     for row in judgments:
         rid = str(row.get("id"))
         if rid not in index:
-            raise ValueError(f"record {rid!r}, field 'id': a judgment for a trajectory that is not in the input")
+            raise InputError(f"record {rid!r}, field 'id': a judgment for a trajectory that is not in the input")
         passes = row.get("passes")
         if not isinstance(passes, list):
-            raise ValueError(f"record {rid!r}, field 'passes': expected a list of passes")
+            raise InputError(f"record {rid!r}, field 'passes': expected a list of passes")
         i = index[rid]
         for p in passes:
             t.append(i)
@@ -205,7 +206,7 @@ def verdict_rows(judgments: Iterable[dict[str, Any]], index: dict[str, int]) -> 
 def check_judge(cfg: SelectConfig) -> None:
     """Selection needs all n passes: an early-stopped judgment is no 1-pass certainty (refused, not scored)."""
     if cfg.judge.early_stop:
-        raise ValueError("select config, field 'judge.early_stop': selection scores the entropy of all judge.n "
+        raise InputError("select config, field 'judge.early_stop': selection scores the entropy of all judge.n "
                          "passes; an early-stopped judgment would look certain after one pass. "
                          "Set judge.early_stop=false")
 
@@ -223,18 +224,18 @@ def check_rows(rows: Sequence[dict[str, Any]], trajs: Sequence[ProofTrajectory],
     for row in rows:
         rid = str(row.get("id"))
         if row.get("early_stopped"):
-            raise ValueError(f"record {rid!r}, field 'early_stopped': an early-stopped judgment has fewer than n "
+            raise InputError(f"record {rid!r}, field 'early_stopped': an early-stopped judgment has fewer than n "
                              "passes and cannot be scored as uncertainty; re-judge with judge.early_stop=false")
         if "template" not in row:
             unrecorded += 1
             continue
         if row["template"] != cfg.judge.template:
-            raise ValueError(f"record {rid!r}, field 'template': judged with {row['template']!r}, but the verifier "
+            raise InputError(f"record {rid!r}, field 'template': judged with {row['template']!r}, but the verifier "
                              f"is configured with judge.template={cfg.judge.template!r}")
         t = by_id.get(rid)
         want = bool(cfg.judge.with_reference and t is not None and t.reference_solution)
         if bool(row.get("with_reference")) != want:
-            raise ValueError(f"record {rid!r}, field 'with_reference': judged {'with' if row.get('with_reference') else 'without'}"
+            raise InputError(f"record {rid!r}, field 'with_reference': judged {'with' if row.get('with_reference') else 'without'}"
                              f" the reference solution, but judge.with_reference={cfg.judge.with_reference}")
     return {"template": cfg.judge.template, "with_reference": cfg.judge.with_reference,
             "prompts_with_reference": sum(bool(r.get("with_reference")) for r in rows),
@@ -273,7 +274,7 @@ def select(trajs: Sequence[ProofTrajectory], judgments: Iterable[dict[str, Any]]
     """Score and select ``trajs`` from their ``eval.judge`` rows."""
     index = {t.id: i for i, t in enumerate(trajs)}
     if len(index) != len(trajs):
-        raise ValueError("duplicate trajectory ids in the input")
+        raise InputError("duplicate trajectory ids in the input")
     table = pd.DataFrame({"id": [t.id for t in trajs], "problem_id": [t.problem_id for t in trajs]})
     return score(verdict_rows(judgments, index), table, cfg)
 
@@ -317,7 +318,7 @@ def run(cfg: SelectConfig) -> pd.DataFrame:
     from verifier.io import read_jsonl, write_jsonl
 
     if not cfg.trajectories or not cfg.out:
-        raise ValueError("select config: trajectories=PATH and out=DIR are required")
+        raise InputError("select config: trajectories=PATH and out=DIR are required")
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     check_judge(cfg)

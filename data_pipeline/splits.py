@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from verifier.errors import InputError
 from verifier.records import ProofTrajectory
 
 STRATA_FIELDS = ("polarity", "subject", "split", "source")
@@ -70,7 +71,7 @@ def stratum(t: ProofTrajectory, fields: Sequence[str]) -> str:
         elif f in STRATA_FIELDS:
             vals.append(getattr(t, f) or "(none)")
         else:
-            raise ValueError(f"split config, field 'stratify_by': unknown stratum field {f!r}; use {STRATA_FIELDS}")
+            raise InputError(f"split config, field 'stratify_by': unknown stratum field {f!r}; use {STRATA_FIELDS}")
     return "|".join(vals)
 
 
@@ -79,12 +80,12 @@ def assert_disjoint(train: Sequence[ProofTrajectory], held_out: Sequence[ProofTr
     held = {t.problem_id: t.id for t in held_out}
     for t in train:
         if t.problem_id in held:
-            raise ValueError(f"record {t.id!r}, field 'problem_id': problem {t.problem_id!r} is on both sides "
+            raise InputError(f"record {t.id!r}, field 'problem_id': problem {t.problem_id!r} is on both sides "
                              f"(held-out record {held[t.problem_id]!r})")
     ids = {t.id for t in held_out}
     for t in train:
         if t.id in ids:
-            raise ValueError(f"record {t.id!r}, field 'id': on both sides")
+            raise InputError(f"record {t.id!r}, field 'id': on both sides")
 
 
 def split_by_problem(trajs: Sequence[ProofTrajectory], held_out_size: int | None = 94,
@@ -100,20 +101,20 @@ def split_by_problem(trajs: Sequence[ProofTrajectory], held_out_size: int | None
     ids = [t.id for t in trajs]
     if len(set(ids)) != len(ids):
         dup = next(i for i, c in Counter(ids).items() if c > 1)
-        raise ValueError(f"record {dup!r}, field 'id': duplicate id")
+        raise InputError(f"record {dup!r}, field 'id': duplicate id")
     n = len(trajs)
     if held_out_fraction is not None:
         if not 0.0 <= held_out_fraction <= 1.0:
-            raise ValueError(f"split config, field 'held_out_fraction': must be in [0, 1], got {held_out_fraction}")
+            raise InputError(f"split config, field 'held_out_fraction': must be in [0, 1], got {held_out_fraction}")
         size = int(round(held_out_fraction * n))
     elif held_out_size is not None:
         if held_out_size < 0:
-            raise ValueError(f"split config, field 'held_out_size': must be >= 0, got {held_out_size}")
+            raise InputError(f"split config, field 'held_out_size': must be >= 0, got {held_out_size}")
         size = held_out_size
     else:
-        raise ValueError("split config: set held_out_size or held_out_fraction")
+        raise InputError("split config: set held_out_size or held_out_fraction")
     if size > n:
-        raise ValueError(f"split config, field 'held_out_size': {size} > {n} trajectories")
+        raise InputError(f"split config, field 'held_out_size': {size} > {n} trajectories")
     strata = sorted({stratum(t, stratify_by) for t in trajs})
     col = {s: i for i, s in enumerate(strata)}
     groups: dict[str, list[ProofTrajectory]] = defaultdict(list)
@@ -172,7 +173,7 @@ def run(cfg: SplitConfig) -> Split:
     from data_pipeline.ingest import load_ingested
 
     if not cfg.input or not cfg.out:
-        raise ValueError("split config: input=PATH and out=DIR are required")
+        raise InputError("split config: input=PATH and out=DIR are required")
     trajs = load_ingested(cfg.input)
     size = None if cfg.held_out_fraction is not None else cfg.held_out_size
     split = split_by_problem(trajs, size, cfg.held_out_fraction, cfg.seed, cfg.stratify_by)

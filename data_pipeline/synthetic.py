@@ -39,6 +39,7 @@ from typing import Any, Iterator
 from verifier.parser import format_verification
 from data_pipeline.importers import problem_id_of
 from verifier.records import NO_STEP, Annotation, ProofTrajectory, Verdict
+from verifier.errors import InputError
 
 FATAL_KINDS = ("wrong_result", "wrong_operand", "wrong_final")
 RECOVERABLE_KINDS = ("double_equals", "arrow")
@@ -87,7 +88,7 @@ class SyntheticConfig:
     def validate(self) -> None:
         """Raise ValueError naming the bad option."""
         def bad(name: str, why: str) -> None:
-            raise ValueError(f"synthetic config, field {name!r}: {why}")
+            raise InputError(f"synthetic config, field {name!r}: {why}")
 
         if self.n < 0:
             bad("n", "must be >= 0")
@@ -316,7 +317,7 @@ def iter_synthetic(cfg: SyntheticConfig) -> Iterator[ProofTrajectory]:
     while made < cfg.n:
         p += 1
         if skipped > 100 * max(cfg.n, 1):
-            raise ValueError(f"synthetic config, field 'exclude_problems_of': {skipped} drawn problems were all in "
+            raise InputError(f"synthetic config, field 'exclude_problems_of': {skipped} drawn problems were all in "
                              f"{cfg.exclude_problems_of}; the knobs leave too few fresh problems for n={cfg.n}")
         rng = random.Random(f"{cfg.seed}:{p}")
         prob = _problem(rng, cfg, p)
@@ -379,7 +380,7 @@ def gold_verification(traj: ProofTrajectory, style: str = "stepwise") -> str:
     """
     ann = traj.annotation
     if ann is None:
-        raise ValueError(f"record {traj.id!r}, field 'annotation': a gold verification needs an annotation")
+        raise InputError(f"record {traj.id!r}, field 'annotation': a gold verification needs an annotation")
     info = (traj.meta or {}).get("synthetic")
     if style == "short" or info is None:
         return format_verification(ann.polarity, ann.first_fatal_error_step, ann.reviewer_comment
@@ -388,7 +389,7 @@ def gold_verification(traj: ProofTrajectory, style: str = "stepwise") -> str:
     if style == "check":
         return _check_verification(traj, info)
     if style != "stepwise":
-        raise ValueError(f"unknown style {style!r} (use stepwise, check or short)")
+        raise InputError(f"unknown style {style!r} (use stepwise, check or short)")
     var = info.get("var", "")
     fatal = ann.first_fatal_error_step
     lines = []
@@ -499,7 +500,7 @@ def write_synthetic(cfg: SyntheticConfig) -> dict[str, Any]:
     from verifier.io import write_jsonl
 
     if not cfg.out:
-        raise ValueError("synthetic config, field 'out': an output folder is required (out=DIR)")
+        raise InputError("synthetic config, field 'out': an output folder is required (out=DIR)")
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     trajs = list(tqdm(iter_synthetic(cfg), total=cfg.n, desc="synthetic", disable=not cfg.progress))

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verifier.errors import InputError
 from verifier.records import NO_STEP, MetaGrade, ProofTrajectory, RecordError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -293,7 +294,7 @@ def join(
     from verifier.io import DatasetError
 
     if on_error not in ("raise", "skip"):
-        raise ValueError(f"on_error must be raise or skip, got {on_error!r}")
+        raise InputError(f"on_error must be raise or skip, got {on_error!r}")
     by_id = {t.id: t for t in trajectories}
     views: list[JudgmentView] = []
     errors: list[RecordError] = []
@@ -453,7 +454,7 @@ def write_browser(
     ``on_error="skip"``, are counted and listed on the index page and in ``browser.json``).
     """
     if page_size < 1 or chunk_rows < 1:
-        raise ValueError("page_size and chunk_rows must be positive")
+        raise InputError("page_size and chunk_rows must be positive")
     rows = [(r if isinstance(r, tuple) and len(r) == 2 and isinstance(r[0], (int, type(None))) else (None, r))
             for r in judgments_rows]
     views, errors = join(rows, trajectories, on_error, (sources or {}).get("judgments", "judgments"))
@@ -563,7 +564,7 @@ def browse(cfg: BrowseConfig) -> Path:
 
     for k in ("judgments", "gold", "out"):
         if getattr(cfg, k) in ("", "???"):
-            raise ValueError(f"{k}=PATH is required: python -m eval.browse judgments=PATH gold=PATH out=DIR")
+            raise InputError(f"{k}=PATH is required: python -m eval.browse judgments=PATH gold=PATH out=DIR")
     if not Path(cfg.judgments).is_file():
         raise FileNotFoundError(f"judgments: {cfg.judgments} does not exist")
     gold = load_gold(cfg.gold)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from verifier.engine import EndpointConfig, OpenAIEngine
+from verifier.errors import InputError
 from verifier.judging import JudgeConfig, Judgment, PassCache
 from verifier.runner import done_ids, judge
 
@@ -50,7 +51,7 @@ def run(cfg: JudgeAppConfig) -> dict[str, Any]:
     from data_pipeline.importers import load_any
 
     if cfg.input in ("???", "") or cfg.output in ("???", ""):
-        raise ValueError("input=PATH and output=PATH are required")
+        raise InputError("input=PATH and output=PATH are required")
     t0 = time.monotonic()
     loaded = load_any(cfg.input, on_error=cfg.on_error)
     for e in loaded.errors:

@@ -30,6 +30,7 @@ from eval.judges.core import Judge
 from eval.stats import BootstrapSpec, flip_rate, pass_noise, sign_test, two_level_bootstrap_ci
 from verifier.config import hydra_main
 from verifier.engine import EndpointConfig
+from verifier.errors import InputError
 from verifier.io import read_jsonl, write_jsonl
 from verifier.judging import JudgeConfig
 from verifier.parser import _clean_key
@@ -98,7 +99,7 @@ def weighted_score(scores: dict[str, float], dimensions: Sequence[Dimension]) ->
     """
     total = sum(d.weight for d in dimensions)
     if total <= 0:
-        raise ValueError("rubric weights must sum to a positive number")
+        raise InputError("rubric weights must sum to a positive number")
     return sum(scores[_clean_key(d.name)] * d.weight for d in dimensions) / total
 
 
@@ -114,7 +115,7 @@ def alignment_stats(accepted: Sequence[Sequence[float | None]], rejected: Sequen
     (0.833333333333, 6, 2, 0.333333333333)
     """
     if ties not in ("loss", "half"):
-        raise ValueError(f"ties must be loss or half, got {ties!r}")
+        raise InputError(f"ties must be loss or half, got {ties!r}")
     if len(accepted) != len(rejected):
         raise ValueError("accepted and rejected need the same items")
     cells: list[list[float | None]] = []

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from verifier.errors import InputError
 from verifier.results import (
     HEADLINE,
     WandbConfig,
@@ -61,7 +62,7 @@ def ablation_table(docs: Sequence[tuple[str, Mapping[str, Any]]], base: str | No
     if base is None:
         base = labels[0]
     if base not in labels:
-        raise ValueError(f"base row {base!r} is not one of the runs {labels}")
+        raise InputError(f"base row {base!r} is not one of the runs {labels}")
     bdoc = dict(docs)[base]
     rows = []
     for label, doc in docs:
@@ -129,13 +130,13 @@ def run(cfg: ReportConfig) -> dict[str, Any]:
     """The sweep report: ablation.md / ablation.json / ablation.png in ``out``."""
     runs = [r for r in cfg.runs.split(",") if r.strip()] if isinstance(cfg.runs, str) else list(cfg.runs or [])
     if not runs:
-        raise ValueError("runs is empty: pass runs=[DIR,...] (directories with metrics.json)")
+        raise InputError("runs is empty: pass runs=[DIR,...] (directories with metrics.json)")
     dirs = find_runs(runs)
     labels = list(cfg.labels) if cfg.labels else [d.name for d in dirs]
     if len(labels) != len(dirs):
-        raise ValueError(f"{len(labels)} labels for {len(dirs)} runs")
+        raise InputError(f"{len(labels)} labels for {len(dirs)} runs")
     if len(set(labels)) != len(labels):
-        raise ValueError(f"run labels are not unique: {labels} (pass labels=[...])")
+        raise InputError(f"run labels are not unique: {labels} (pass labels=[...])")
     docs = [(lab, json.loads((d / "metrics.json").read_text(encoding="utf-8"))) for lab, d in zip(labels, dirs)]
     metrics = [m for m in HEADLINE if any(m in doc for _, doc in docs)]
     table = ablation_table(docs, cfg.base, metrics)

@@ -20,6 +20,8 @@ from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
+from verifier.errors import InputError
+
 
 @dataclass(frozen=True)
 class BootstrapSpec:
@@ -316,7 +318,7 @@ def pass_noise(rows: Sequence[dict[str, Any]], spec: BootstrapSpec = BootstrapSp
     matrix, verdicts, unparseable, n_pass = [], [], 0, 0
     for row in rows:
         if "passes" not in row:
-            raise ValueError(f"record {row.get('id')!r}, field 'passes': missing (judge rows need their passes)")
+            raise InputError(f"record {row.get('id')!r}, field 'passes': missing (judge rows need their passes)")
         vs = []
         for p in row["passes"]:
             n_pass += 1

@@ -34,6 +34,7 @@ from typing import Any, Sequence
 
 from eval.metrics import ScoreOptions
 from verifier.engine import EndpointConfig, Engine, OpenAIEngine, SamplingConfig
+from verifier.errors import InputError
 from verifier.io import read_jsonl
 from verifier.judging import JudgeConfig
 from verifier.offline import OfflineConfig
@@ -96,7 +97,7 @@ def verifier_engine(cfg: VerifierBenchConfig):
         from verifier.offline import VLLMOfflineEngine
 
         return VLLMOfflineEngine(cfg.offline)
-    raise ValueError(f"engine must be endpoint or offline, got {cfg.engine!r}")
+    raise InputError(f"engine must be endpoint or offline, got {cfg.engine!r}")
 
 
 def verifier_name(cfg: VerifierBenchConfig) -> str:
@@ -109,7 +110,7 @@ def verifier_name(cfg: VerifierBenchConfig) -> str:
 def check_config(cfg: VerifierBenchConfig) -> None:
     """Errors before any work: an unknown engine, an offline checkpoint that is not a model directory."""
     if cfg.engine not in ("endpoint", "offline"):
-        raise ValueError(f"engine must be endpoint or offline, got {cfg.engine!r}")
+        raise InputError(f"engine must be endpoint or offline, got {cfg.engine!r}")
     if cfg.engine == "offline" and not (Path(cfg.offline.model) / "config.json").exists():
         raise FileNotFoundError(f"offline.model={cfg.offline.model!r}: not a model directory (no config.json); "
                                 "pass a saved checkpoint, e.g. a training run's DIR/final")
@@ -125,7 +126,7 @@ def make_meta_verifier(cfg: MetaConfig):
         return LLMMetaVerifier(OpenAIEngine(cfg.endpoint),
                                SamplingConfig(temperature=cfg.temperature, max_tokens=cfg.max_tokens), cfg.run_seed,
                                show_reasoning=cfg.show_reasoning)
-    raise ValueError(f"meta.kind must be rule or llm, got {cfg.kind!r}")
+    raise InputError(f"meta.kind must be rule or llm, got {cfg.kind!r}")
 
 
 def representative_pass(passes: Sequence[VerificationOutput], verdict: Verdict, first_error_step: int) -> int:

@@ -166,7 +166,7 @@ def test_unannotated_skipped_and_foreign_tasks_are_errors_not_drops(tmp_path):
     cmd = [sys.executable, "-m", "data_pipeline.annotate", "import", f"input={tmp_path / 'export.json'}",
            f"out={tmp_path / 'cli'}", "progress=false"]
     p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
-    assert p.returncode == 1 and "3 bad record(s)" in p.stderr and "Label Studio task 98" in p.stderr, p.stderr[-2000:]
+    assert p.returncode == 2 and "3 bad record(s)" in p.stderr and "Label Studio task 98" in p.stderr, p.stderr[-2000:]
     p = subprocess.run(cmd + ["on_error=skip"], cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
     assert p.returncode == 0 and "rejected=3" in p.stdout, p.stderr[-2000:]
 

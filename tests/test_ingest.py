@@ -127,7 +127,7 @@ def test_cli_and_folder_input(tmp_path):
     cmd = [sys.executable, "-m", "data_pipeline.ingest", f"input={tmp_path / 'in'}", f"out={tmp_path / 'o'}",
            "progress=false"]
     r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 1 and "duplicate id" in r.stderr and "b.csv" in r.stderr and b[0].id in r.stderr
+    assert r.returncode == 2 and "duplicate id" in r.stderr and "b.csv" in r.stderr and b[0].id in r.stderr
     r = subprocess.run(cmd + ["on_error=skip"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "ingested 6 records" in r.stdout and "rejected=2" in r.stdout

@@ -39,7 +39,6 @@ def test_annotator_forms_and_label_semantics(fatal, rec, valid, fully):
     ({"problem": None}, "problem"),
     ({"proof_steps": []}, "proof_steps"),
     ({"proof_steps": ["a", 3]}, "proof_steps[1]"),
-    ({"problem_id": None}, "problem_id"),
     ({"verdict": "valid"}, "verdict"),
 ])
 def test_errors_name_record_and_field(patch, field):
@@ -47,6 +46,15 @@ def test_errors_name_record_and_field(patch, field):
         ProofTrajectory.from_dict({**GOOD, **patch})
     assert e.value.record_id == "p1-a" and e.value.field == field
     assert "p1-a" in str(e.value) and field in str(e.value)
+
+
+def test_missing_problem_id_is_derived_from_the_problem():
+    """The id every leak check uses (``problem_id_of``), not an error (issue 26)."""
+    from data_pipeline.importers import problem_id_of
+
+    for pid in (None, "", "  "):
+        t = ProofTrajectory.from_dict({**GOOD, "problem_id": pid})
+        assert t.problem_id == problem_id_of(GOOD["problem"])
 
 
 def test_verdict_and_grade_values():

@@ -40,6 +40,7 @@ if str(REPO) not in sys.path:  # `accelerate launch training/grpo.py` puts train
 from training.rewards import RewardConfig
 from verifier.config import redact
 from verifier.engine import EndpointConfig
+from verifier.errors import InputError, UserError
 from verifier.offline import OfflineConfig
 
 log = logging.getLogger("training.grpo")
@@ -218,7 +219,7 @@ TOY_RECORDS = 256  # a data cap at or below this is a tiny-profile value
 TINY_MODEL_MAX_PARAMS = 50_000_000  # a model below this (estimated from config.json) is a tiny model
 
 
-class ToyScaleError(ValueError):
+class ToyScaleError(UserError, ValueError):
     """A real-model run that still carries tiny-profile values (raised before anything is loaded)."""
 
 
@@ -371,13 +372,13 @@ def load_trajectories_for(cfg: DataConfig):
         return train, held
     if cfg.source == "jsonl":
         if not cfg.train_path:
-            raise ValueError("data.source=jsonl needs data.train_path")
+            raise InputError("data.source=jsonl needs data.train_path")
         train = annotated(load_trajectories(cfg.train_path).records, cfg.train_path)
         if cfg.n_train:
             train = train[: cfg.n_train]
         held = annotated(load_trajectories(cfg.eval_path).records, cfg.eval_path) if cfg.eval_path else []
         return train, held[: cfg.n_eval] if cfg.n_eval else held
-    raise ValueError(f"unknown data.source {cfg.source!r} (expected synthetic, processbench or jsonl)")
+    raise InputError(f"unknown data.source {cfg.source!r} (expected synthetic, processbench or jsonl)")
 
 
 # ---------------------------------------------------------------------------------------------- model
@@ -402,7 +403,7 @@ def load_model(cfg: ModelConfig, path: str | None = None):
     path = ensure_model(path or cfg.name_or_path)
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
     if cfg.dtype not in dtype:
-        raise ValueError(f"model.dtype must be one of {sorted(dtype)}, got {cfg.dtype!r}")
+        raise InputError(f"model.dtype must be one of {sorted(dtype)}, got {cfg.dtype!r}")
     kw: dict[str, Any] = {"dtype": dtype[cfg.dtype], "trust_remote_code": cfg.trust_remote_code}
     if cfg.attn_implementation:
         kw["attn_implementation"] = cfg.attn_implementation
@@ -488,11 +489,11 @@ def reward_aggregation(cfg: GRPORunConfig, n_funcs: int) -> str:
     """
     agg = cfg.grpo.multi_objective_aggregation
     if agg not in ("auto", "sum_then_normalize", "normalize_then_sum"):
-        raise ValueError(f"grpo.multi_objective_aggregation: expected auto, sum_then_normalize or "
+        raise InputError(f"grpo.multi_objective_aggregation: expected auto, sum_then_normalize or "
                          f"normalize_then_sum, got {agg!r}")
     meta_weighted = float(cfg.reward.components.get("meta", 0.0)) != 0.0
     if agg == "sum_then_normalize" and n_funcs > 1 and meta_weighted:
-        raise ValueError("grpo.multi_objective_aggregation=sum_then_normalize with several reward components "
+        raise InputError("grpo.multi_objective_aggregation=sum_then_normalize with several reward components "
                          f"({', '.join(cfg.reward.components)}) would score a failed meta-verifier call as 0; "
                          "use auto (normalize_then_sum) or a single reward component")
     if agg == "auto":
@@ -751,7 +752,6 @@ def merge_adapter(base: str, adapter: Path, dest: Path, model_cfg: ModelConfig) 
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
-
     from transformers.integrations import deepspeed as hf_deepspeed
 
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
@@ -837,7 +837,7 @@ def run(cfg: GRPORunConfig) -> dict[str, Any]:
                                "n_train": len(train_trajs), "n_eval": len(eval_trajs)}
     if cfg.train:
         if not train_trajs:
-            raise ValueError("no training trajectories (check data.source / data.train_path)")
+            raise InputError("no training trajectories (check data.source / data.train_path)")
         tsum = train(cfg, out, train_trajs, wb)  # every rank; the final weights are on disk when it returns
         model_dir = tsum["final"]
         summary["train"] = {k: v for k, v in tsum.items() if k != "log_history"}

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verifier.engine import EndpointConfig, OpenAIEngine, SamplingConfig
+from verifier.errors import InputError, UserError
 from verifier.meta_verifier import LLMMetaVerifier, RuleMetaVerifier
 from verifier.parser import parse_verification
 from verifier.records import (
@@ -56,7 +57,7 @@ log = logging.getLogger(__name__)
 GRADE_NAMES = tuple(g.value for g in MetaGrade)
 
 
-class JudgeFailureError(RuntimeError):
+class JudgeFailureError(UserError, RuntimeError):
     """Too many meta-verifier calls of one GRPO step failed after retries."""
 
 
@@ -270,13 +271,13 @@ class MetaReward:
             self.verifier = RuleMetaVerifier(near=near)
         elif judge == "llm":
             if endpoint is None:
-                raise ValueError("the LLM meta reward needs an endpoint (reward.endpoint.base_url, model, api_key)")
+                raise InputError("the LLM meta reward needs an endpoint (reward.endpoint.base_url, model, api_key)")
             # endpoint.max_tokens, when set, is the judge's budget (OpenAIEngine); else judge_max_tokens
             self.verifier = LLMMetaVerifier(OpenAIEngine(endpoint),
                                             SamplingConfig(temperature=judge_temperature, max_tokens=judge_max_tokens),
                                             show_reasoning=judge_sees_reasoning)
         else:
-            raise ValueError(f"unknown meta judge {judge!r} (expected rule or llm)")
+            raise InputError(f"unknown meta judge {judge!r} (expected rule or llm)")
         self.last = StepStats()
         self.total = StepStats()
         self.history: list[StepStats] = []
@@ -387,7 +388,7 @@ def build_reward_funcs(cfg: RewardConfig) -> tuple[list[Callable], list[float]]:
     (['format_reward', 'meta'], [0.1, 1.0])
     """
     if not cfg.components:
-        raise ValueError("reward.components is empty: name at least one of format, rough, meta")
+        raise InputError("reward.components is empty: name at least one of format, rough, meta")
     funcs: list[Callable] = []
     weights: list[float] = []
     for name, weight in cfg.components.items():
@@ -398,7 +399,7 @@ def build_reward_funcs(cfg: RewardConfig) -> tuple[list[Callable], list[float]]:
         elif name == "meta":
             funcs.append(MetaReward.from_config(cfg, optimised=float(weight) != 0.0))
         else:
-            raise ValueError(f"unknown reward component {name!r} (expected format, rough or meta)")
+            raise InputError(f"unknown reward component {name!r} (expected format, rough or meta)")
         weights.append(float(weight))
     return funcs, weights
 

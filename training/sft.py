@@ -26,6 +26,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from training.grpo import DataConfig, ModelConfig, WandbSettings
+from verifier.errors import InputError
 
 log = logging.getLogger("training.sft")
 
@@ -101,7 +102,7 @@ def gold_text(traj, style: str = "short") -> str:
     if style == "minimal":
         ann = traj.annotation
         if ann is None:
-            raise ValueError(f"record {traj.id!r}, field 'annotation': SFT targets need an expert annotation")
+            raise InputError(f"record {traj.id!r}, field 'annotation': SFT targets need an expert annotation")
         why = "All steps are correct." if ann.is_valid else (
             "A step is wrong." if ann.fatal_step_unknown else f"Step {ann.first_fatal_error_step} is wrong.")
         return format_verification(ann.polarity, ann.first_fatal_error_step, why)
@@ -111,7 +112,7 @@ def gold_text(traj, style: str = "short") -> str:
         return gold_verification(traj, style)
     ann = traj.annotation
     if ann is None:
-        raise ValueError(f"record {traj.id!r}, field 'annotation': SFT targets need an expert annotation")
+        raise InputError(f"record {traj.id!r}, field 'annotation': SFT targets need an expert annotation")
     rationale = ann.reviewer_comment or ("All steps are correct." if ann.is_valid else
                                          f"Step {ann.first_fatal_error_step} contains a fatal error.")
     return format_verification(ann.polarity, ann.first_fatal_error_step, rationale)

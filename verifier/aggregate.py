@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
+from verifier.errors import InputError
 from verifier.records import NO_STEP, Verdict, VerificationOutput
 
 
@@ -26,11 +27,11 @@ class AggregationPolicy:
 
     def __post_init__(self) -> None:
         if self.kind not in ("pessimistic", "k_of_n", "majority"):
-            raise ValueError(f"unknown aggregation policy {self.kind!r}")
+            raise InputError(f"unknown aggregation policy {self.kind!r}")
         if self.kind == "k_of_n" and (self.k is None or not 1 <= self.k <= self.n):
-            raise ValueError(f"k_of_n needs 1 <= k <= n, got k={self.k}, n={self.n}")
+            raise InputError(f"k_of_n needs 1 <= k <= n, got k={self.k}, n={self.n}")
         if self.unparseable not in ("reject", "ignore"):
-            raise ValueError(f"unparseable must be reject or ignore, got {self.unparseable!r}")
+            raise InputError(f"unparseable must be reject or ignore, got {self.unparseable!r}")
 
     @property
     def needed_accepts(self) -> int:

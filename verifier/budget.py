@@ -21,11 +21,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from verifier.engine import GenerationRequest
+from verifier.errors import UserError
 
 log = logging.getLogger(__name__)
 
 
-class BudgetError(ValueError):
+class BudgetError(UserError, ValueError):
     """``max_tokens`` plus the prompt cannot fit the model's context."""
 
 

@@ -30,6 +30,15 @@ def to_object(cfg: Any) -> Any:
     return OmegaConf.to_object(cfg)
 
 
+def command_name(fn: Callable[..., Any]) -> str:
+    """How the user started a command: ``data_pipeline.curate`` for ``python -m``, else the script path."""
+    mod = fn.__module__
+    if mod == "__main__":
+        spec = getattr(sys.modules["__main__"], "__spec__", None)
+        return spec.name if spec is not None else (sys.argv[0] or "command")
+    return mod
+
+
 def hydra_main(name: str, schema: type[T], config_dir: Path | None = None
                ) -> Callable[[Callable[[T], Any]], Callable[[], Any]]:
     """Decorator: a Hydra app over ``configs/<name>.yaml`` typed by ``schema``.
@@ -37,23 +46,68 @@ def hydra_main(name: str, schema: type[T], config_dir: Path | None = None
     ``config_dir`` gives an app its own config folder, for apps whose plain fields
     share a name with a config group of ``configs/`` (``verifier.serve``'s ``model=DIR``
     vs the training ``model`` group).
+
+    User errors (``verifier.errors``: bad record, missing file, config value, Hydra's unknown key or bad
+    override) end the command with one message and exit code 2; ``HYDRA_FULL_ERROR=1`` adds the traceback.
     """
     import hydra
+
+    from verifier.errors import EXIT_USER_ERROR, full_error, run_command
 
     register(name, schema)
 
     def deco(fn: Callable[[T], Any]) -> Callable[[], Any]:
+        started = []
+
         @hydra.main(config_path=str(config_dir or CONFIG_DIR), config_name=name, version_base="1.3")
         @functools.wraps(fn)
         def wrapped(cfg: Any) -> Any:
+            started.append(True)
             # Hydra has parsed the command line: drop its API keys from sys.argv, which W&B records
             # as the run's program arguments (and other libraries may log)
             sys.argv[:] = redact(list(sys.argv))
-            return fn(to_object(cfg))
+            return run_command(command_name(fn), lambda: fn(_typed(cfg)))
 
-        return wrapped
+        @functools.wraps(fn)
+        def entry(*args: Any, **kwargs: Any) -> Any:
+            from hydra.errors import HydraException
+            from omegaconf.errors import OmegaConfBaseException
+
+            try:
+                return wrapped(*args, **kwargs)
+            except SystemExit as e:
+                # Hydra printed its own error (unknown key, bad override value, missing config) and exits 1
+                if e.code == 1 and not started:
+                    raise SystemExit(EXIT_USER_ERROR) from None
+                raise
+            except (HydraException, OmegaConfBaseException):
+                if started or not full_error():
+                    raise
+                import traceback
+
+                traceback.print_exc()  # HYDRA_FULL_ERROR=1: Hydra re-raised its error for the traceback
+                raise SystemExit(EXIT_USER_ERROR) from None
+
+        return entry
 
     return deco
+
+
+def _typed(cfg: Any) -> Any:
+    """The dataclass of a composed config; a value the schema's own checks refuse is a user error.
+
+    A ``ValueError`` here comes from a config dataclass's ``__post_init__`` check (``EndpointConfig`` ...).
+    """
+    from omegaconf.errors import OmegaConfBaseException
+
+    from verifier.errors import InputError
+
+    try:
+        return to_object(cfg)
+    except InputError:
+        raise
+    except (OmegaConfBaseException, ValueError) as e:
+        raise InputError(" ".join(str(e).split("\n")[0].split())) from e
 
 
 def compose(name: str, schema: type[T], overrides: list[str] | None = None, config_dir: Path | None = None) -> T:

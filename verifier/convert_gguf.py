@@ -83,10 +83,12 @@ def convert(cfg: ConvertConfig) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from verifier.errors import run_command
     from verifier.tiny_model import parse_overrides
 
-    cfg = parse_overrides(sys.argv[1:] if argv is None else argv, ConvertConfig())
-    out = convert(cfg)
+    cfg = run_command("verifier.convert_gguf", lambda: parse_overrides(sys.argv[1:] if argv is None else argv,
+                                                                       ConvertConfig()))
+    out = run_command("verifier.convert_gguf", lambda: convert(cfg))  # a missing file: one message, exit 2
     print(f"converted {cfg.gguf or SMOLLM2_FILE} to {out}", flush=True)
 
 

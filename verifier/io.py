@@ -7,17 +7,20 @@ either stops (default) or skips them and counts what it skipped.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Literal, TypeVar
 
+from verifier.errors import UserError
 from verifier.records import ProofTrajectory, RecordError
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
-class DatasetError(ValueError):
+class DatasetError(UserError, ValueError):
     """One or more bad records; ``errors`` lists each of them."""
 
     def __init__(self, path: str | os.PathLike, errors: list[RecordError]):
@@ -27,6 +30,9 @@ class DatasetError(ValueError):
         more = f"\n  ... and {len(errors) - 50} more" if len(errors) > 50 else ""
         super().__init__(f"{path}: {len(errors)} bad record(s):\n{lines}{more}")
 
+    def cli_message(self) -> str:
+        return f"{self.path}: {self.errors[0]}" if len(self.errors) == 1 else str(self)
+
 
 @dataclass
 class LoadResult:
@@ -34,13 +40,15 @@ class LoadResult:
 
     records: list[ProofTrajectory]
     errors: list[RecordError] = field(default_factory=list)
+    derived_problem_ids: int = 0  # records without ``problem_id``: derived from the problem text
 
     @property
     def skipped(self) -> int:
         return len(self.errors)
 
     def summary(self) -> str:
-        return f"loaded={len(self.records)} skipped={self.skipped}"
+        derived = f" derived_problem_ids={self.derived_problem_ids}" if self.derived_problem_ids else ""
+        return f"loaded={len(self.records)} skipped={self.skipped}{derived}"
 
 
 def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
@@ -87,12 +95,29 @@ def load_trajectories(
     """Read our trajectory JSONL; validate each record and reject duplicate ids.
 
     ``on_error="raise"`` raises one DatasetError listing every bad record;
-    ``"skip"`` keeps the good ones and returns the errors for reporting.
+    ``"skip"`` keeps the good ones and returns the errors for reporting. A record without
+    ``problem_id`` gets ``data_pipeline.importers.problem_id_of(problem)``; the count is said once.
     """
-    records, errors = load_records(path, ProofTrajectory.from_dict)
+    derived = 0
+
+    def from_dict(obj: Any, line: int | None = None) -> ProofTrajectory:
+        nonlocal derived
+        rec = ProofTrajectory.from_dict(obj, line=line)
+        derived += not str(obj.get("problem_id") or "").strip()
+        return rec
+
+    records, errors = load_records(path, from_dict)
     if errors and on_error == "raise":
         raise DatasetError(path, errors)
-    return LoadResult(records, errors)
+    note_derived_ids(path, derived)
+    return LoadResult(records, errors, derived)
+
+
+def note_derived_ids(path: str | os.PathLike, n: int) -> None:
+    """Say once per file how many records got their problem id from the problem text."""
+    if n:
+        log.warning("%s: %d record(s) without problem_id: derived from the problem text "
+                    "(data_pipeline.importers.problem_id_of, the id the leak checks use)", path, n)
 
 
 def write_jsonl(path: str | os.PathLike, rows: Iterable[dict[str, Any] | ProofTrajectory]) -> int:

@@ -43,6 +43,7 @@ from typing import Any
 
 from verifier.aggregate import Aggregate, AggregationPolicy, aggregate, decided
 from verifier.engine import Completion, Engine, GenerationRequest, SamplingConfig, base_seed
+from verifier.errors import InputError
 from verifier.parser import parse_completion, parse_verification
 from verifier.records import NO_STEP, ParseStatus, ProofTrajectory, Verdict, VerificationOutput
 from verifier.templates import as_messages, verification_prompt
@@ -88,10 +89,10 @@ def wave_plan(n: int, waves: Sequence[int] | None) -> list[tuple[int, int]]:
     ([(0, 8)], [(0, 1), (1, 1), (2, 1)], [(0, 2), (2, 4), (6, 4)])
     """
     if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
+        raise InputError(f"n must be >= 1, got {n}")
     sizes = list(waves or [n])
     if any(int(s) < 1 for s in sizes):
-        raise ValueError(f"wave sizes must be >= 1, got {sizes}")
+        raise InputError(f"wave sizes must be >= 1, got {sizes}")
     plan, start, i = [], 0, 0
     while start < n:
         m = min(int(sizes[min(i, len(sizes) - 1)]), n - start)
@@ -187,7 +188,7 @@ def row_to_judgment(row: dict[str, Any]) -> Judgment:
     passes, seeds, toks = [], [], []
     for i, p in enumerate(sorted(row.get("passes", []), key=lambda p: p["index"])):
         if p["index"] != i:
-            raise ValueError(f"record {row.get('id')!r}, field 'passes': pass indices are not 0..m-1")
+            raise InputError(f"record {row.get('id')!r}, field 'passes': pass indices are not 0..m-1")
         status = ParseStatus(p["parse_status"])
         text = p.get("text") or ""
         if status is ParseStatus.OK:
@@ -232,7 +233,7 @@ def synthetic_verdict_regex(accept_percent: int, max_step: int = 2) -> str:
     False
     """
     if not 0 <= accept_percent <= 100:
-        raise ValueError(f"accept_percent must be in 0..100, got {accept_percent}")
+        raise InputError(f"accept_percent must be in 0..100, got {accept_percent}")
     nums = [f"{i:02d}" for i in range(100)]
     acc, rej = nums[:accept_percent], nums[accept_percent:]
     valid = "<final_answer>\nverdict: valid\nfirst_error_step: -1\n</final_answer>"

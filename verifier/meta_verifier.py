@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 from verifier.engine import Engine, GenerationRequest, SamplingConfig, base_seed
+from verifier.errors import InputError
 from verifier.parser import parse_meta_completion
 from verifier.records import (
     MetaGrade,
@@ -72,7 +73,7 @@ class RuleMetaVerifier:
     def grade(self, traj: ProofTrajectory, out: VerificationOutput) -> MetaVerification:
         ann = traj.annotation
         if ann is None:
-            raise ValueError(f"record {traj.id!r}: meta-verification needs an expert annotation")
+            raise InputError(f"record {traj.id!r}: meta-verification needs an expert annotation")
         if not out.ok or out.verdict is not ann.polarity:
             why = "output did not parse" if not out.ok else f"verdict {out.verdict.value} vs gold {ann.polarity.value}"
             return MetaVerification(ParseStatus.OK, MetaGrade.WRONG_POLARITY, why)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verifier.engine import Completion, GenerationRequest, SamplingConfig
+from verifier.errors import InputError
 
 _UNITS = {"k": 10**3, "m": 10**6, "g": 10**9, "ki": 2**10, "mi": 2**20, "gi": 2**30}
 
@@ -135,7 +136,7 @@ class VLLMOfflineEngine:
         if name is None or name == self.model or name == str(self.cfg.model):
             return None
         if name not in self._loras:
-            raise ValueError(f"request {req.key!r}, field 'model': unknown model or adapter {name!r} "
+            raise InputError(f"request {req.key!r}, field 'model': unknown model or adapter {name!r} "
                              f"(have {self.model!r} and adapters {sorted(self._loras)})")
         return self._loras[name]
 

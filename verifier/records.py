@@ -13,10 +13,12 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from verifier.errors import UserError
+
 NO_STEP = -1  # "no error" in every step field (appendix C.4)
 
 
-class RecordError(ValueError):
+class RecordError(UserError, ValueError):
     """A malformed record; names the record id and the offending field."""
 
     def __init__(self, record_id: str | None, field_name: str, message: str, line: int | None = None):
@@ -311,7 +313,10 @@ class ProofTrajectory:
                     raise RecordError(rid, f"proof_steps[{i}]", f"expected a string, got {type(s).__name__}")
             pid = d.get("problem_id")
             if pid is None or str(pid).strip() == "":
-                raise RecordError(rid, "problem_id", "missing")
+                # the id every leak check uses: a hash of the normalised problem text (counted by load_trajectories)
+                from data_pipeline.importers import problem_id_of
+
+                pid = problem_id_of(problem)
             ann = d.get("annotation")
             annotation = None if ann is None else Annotation.from_dict(ann, rid, n_steps=len(steps))
             meta = d.get("meta") or {}

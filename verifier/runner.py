@@ -40,6 +40,7 @@ from typing import Any
 from verifier.budget import check_budget
 from verifier.engine import Engine, GenerationRequest, run_sync
 from verifier.templates import as_messages
+from verifier.errors import InputError
 from verifier.io import JsonlAppender, iter_jsonl, truncate_partial_last_line, write_jsonl
 from verifier.judging import (
     Item,
@@ -142,7 +143,7 @@ async def ajudge(
     if len(set(ids)) != len(ids):
         seen: set[str] = set()
         dup = next(i for i in ids if i in seen or seen.add(i))  # type: ignore[func-returns-value]
-        raise ValueError(f"record {dup!r}, field 'id': duplicate id (seeds and resume are keyed by id)")
+        raise InputError(f"record {dup!r}, field 'id': duplicate id (seeds and resume are keyed by id)")
     c = new_summary()
     status: Counter = Counter()
     pass_status: Counter = Counter()

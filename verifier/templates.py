@@ -15,6 +15,7 @@ from typing import Any
 
 import jinja2
 
+from verifier.errors import InputError
 from verifier.records import NO_STEP, ProofTrajectory, VerificationOutput
 
 TEMPLATE_DIR = Path(__file__).parent / "prompts"
@@ -80,7 +81,7 @@ def meta_verification_prompt(traj: ProofTrajectory, output: VerificationOutput,
     """
     ann = traj.annotation
     if ann is None:
-        raise ValueError(f"record {traj.id!r}: meta-verification needs an expert annotation")
+        raise InputError(f"record {traj.id!r}: meta-verification needs an expert annotation")
     return render(
         "meta_verify",
         template_dir,
@@ -105,7 +106,7 @@ def repair_prompt(traj: ProofTrajectory, template_dir: str | Path | None = None)
     """Section 4.2: repair an invalid proof guided by the expert's comments and corrections."""
     ann = traj.annotation
     if ann is None:
-        raise ValueError(f"record {traj.id!r}: proof repair needs an expert annotation")
+        raise InputError(f"record {traj.id!r}: proof repair needs an expert annotation")
     return render(
         "repair_proof",
         template_dir,

@@ -150,12 +150,14 @@ def build_lora(model_dir: Path, out: Path, rank: int = 8, seed: int = 0) -> Path
 
 def parse_overrides(argv: list[str], cfg):
     """``key=value`` command-line overrides onto a dataclass (typed by its defaults)."""
+    from verifier.errors import InputError
+
     for arg in argv:
         if "=" not in arg:
-            raise SystemExit(f"expected key=value, got {arg!r}")
+            raise InputError(f"expected key=value, got {arg!r}")
         key, value = arg.split("=", 1)
         if not hasattr(cfg, key):
-            raise SystemExit(f"unknown option {key!r}; options: {', '.join(cfg.__dict__)}")
+            raise InputError(f"unknown option {key!r}; options: {', '.join(cfg.__dict__)}")
         current = getattr(cfg, key)
         if isinstance(current, bool):
             setattr(cfg, key, value.lower() in ("1", "true", "yes"))
@@ -169,8 +171,11 @@ def parse_overrides(argv: list[str], cfg):
 
 
 def main(argv: list[str] | None = None) -> None:
-    cfg = parse_overrides(sys.argv[1:] if argv is None else argv, TinyModelConfig())
-    out = build(cfg)
+    from verifier.errors import run_command
+
+    cfg = run_command("verifier.tiny_model", lambda: parse_overrides(sys.argv[1:] if argv is None else argv,
+                                                                     TinyModelConfig()))
+    out = run_command("verifier.tiny_model", lambda: build(cfg))
     print(f"tiny model written to {out}" + (f", LoRA adapter to {cfg.lora_out}" if cfg.lora_out else ""))
 
 

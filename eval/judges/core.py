@@ -21,6 +21,7 @@ from typing import Any
 from verifier import parser as _parser
 from verifier.aggregate import AggregationPolicy
 from verifier.engine import Completion, EndpointConfig, OpenAIEngine, base_seed
+from verifier.errors import InputError
 from verifier.judging import Item, JudgeConfig
 from verifier.records import ParseStatus
 from verifier.templates import render
@@ -78,7 +79,7 @@ def parse_function(name: str, **kwargs: Any) -> Callable[[str], Any] | None:
         return None
     fn = getattr(_parser, f"parse_{name}", None)
     if fn is None:
-        raise ValueError(f"unknown parser {name!r}: verifier.parser has no parse_{name}")
+        raise InputError(f"unknown parser {name!r}: verifier.parser has no parse_{name}")
     return (lambda text: fn(text, **kwargs)) if kwargs else fn
 
 
@@ -105,7 +106,7 @@ def answer_regex(parser: str, dimensions: Sequence[str] = (), rationale_chars: i
     elif parser in _ANSWER:
         body = _ANSWER[parser]
     else:
-        raise ValueError(f"no structured-output regex for parser {parser!r}")
+        raise InputError(f"no structured-output regex for parser {parser!r}")
     lead = f"[a-z ]{{0,{rationale_chars}}}" if rationale_chars else ""
     return lead + r"\n<final_answer>\n" + body + r"\n</final_answer>"
 
