@@ -193,3 +193,56 @@ def test_redact_and_run_names_drop_keys(tmp_path):
     saved.write_text(f"reward:\n  endpoint:\n    api_key: {CANARY}\nhydra:\n  overrides:\n    task:\n"
                      f"    - reward.endpoint.api_key={CANARY}\n")
     assert redact_saved_config(saved) and CANARY not in saved.read_text()
+
+
+def _sweep_leaks(tmp: Path, args: list[str]) -> subprocess.CompletedProcess:
+    p = run_cmd(tmp, args)
+    assert b"can read it" in p.stderr and b"api_key_env=NAME" in p.stderr  # the process-list warning
+    saved = sorted(str(f.relative_to(tmp)) for f in tmp.rglob("*") if f.is_file())
+    assert "mr/multirun.yaml" in saved and [f for f in saved if "/.hydra/" in f], saved  # Hydra did save configs
+    assert leaks(tmp) == [], leaks(tmp)
+    return p
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_sweep_keeps_command_line_keys_out_of_every_saved_config(vllm_server, inputs, tmp_path):
+    """A two-job ``-m`` sweep with the key on the command line (and Hydra saving every job's ``.hydra/``):
+    the key authenticates, and no file (``multirun.yaml``, ``.hydra/*.yaml``, outputs) holds it."""
+    _sweep_leaks(tmp_path, ["-m", "eval.judge", "-m", f"input={inputs / 'trajs.jsonl'}", "output=a.jsonl,b.jsonl",
+                            *_ep(vllm_server, "endpoint"), "judge.n=1", "judge.max_tokens=8", "progress=false",
+                            "hydra.sweep.dir=mr", "hydra.output_subdir=.hydra"])
+    for out in ("a.jsonl", "b.jsonl"):  # both jobs judged every proof with the key
+        assert len((tmp_path / out).read_text().splitlines()) == 2
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_submitit_local_launch_keeps_keys_out_of_job_pickles(vllm_server, inputs, tmp_path):
+    """``hydra/launcher=submitit_local``: the jobs (own processes, started from pickles under
+    ``.submitit/``) get the key through the environment; no pickle, log, W&B run or saved config holds it."""
+    _sweep_leaks(tmp_path, ["-m", "eval.verifierbench", "-m", "hydra/launcher=submitit_local",
+                            f"data={inputs / 'trajs.jsonl'}", "out=vb1,vb2", *_ep(vllm_server, "verifier"),
+                            "judge.n=1", "judge.max_tokens=8", f"meta.endpoint.api_key={CANARY}", "bootstrap_n=20",
+                            "progress=false", "wandb.enabled=true", "hydra.sweep.dir=mr",
+                            "hydra.output_subdir=.hydra"])
+    assert list((tmp_path / "mr" / ".submitit").rglob("*.pkl"))
+    for out in ("vb1", "vb2"):
+        assert (tmp_path / out / "metrics.json").exists()
+
+
+@pytest.mark.vllm
+def test_key_from_a_named_environment_variable(vllm_server, inputs, tmp_path):
+    """``endpoint.api_key_env=NAME`` authenticates with ``$NAME``; a named variable that is not set is an
+    error naming it before any work."""
+    args = [sys.executable, "-m", "eval.judge", f"input={inputs / 'trajs.jsonl'}", "output=j.jsonl",
+            f"endpoint.base_url={vllm_server.base_url}", f"endpoint.model={vllm_server.model_name}",
+            "endpoint.api_key_env=MY_JUDGE_KEY", "judge.n=1", "judge.max_tokens=8", "progress=false"]
+    p = subprocess.run(args, cwd=tmp_path, env={**_env(tmp_path), "MY_JUDGE_KEY": API_KEY}, capture_output=True,
+                       timeout=600, check=False)
+    assert p.returncode == 0 and b"can read it" not in p.stderr, p.stderr[-3000:]
+    assert len((tmp_path / "j.jsonl").read_text().splitlines()) == 2
+    p = subprocess.run([*args[:4], "output=k.jsonl", *args[5:]], cwd=tmp_path, env=_env(tmp_path),
+                       capture_output=True, timeout=600, check=False)
+    assert p.returncode != 0 and b"api_key_env=MY_JUDGE_KEY names an environment variable that is not set" in p.stderr
+    assert not (tmp_path / "k.jsonl").exists()
