@@ -77,9 +77,8 @@ def test_command_line_keys_move_to_the_environment(monkeypatch, capsys):
     assert cfg.reward.endpoint.resolved_api_key() == "sk-A" and cfg.reward.endpoint.api_key is None
     cfg.overrides = args
     assert run_name(cfg) == "meta_ver_rl,grpo.beta=0.1"
-    inline = keys_out_of_argv(CandidatesConfig, ["generators=[{base_url: u, model: a, api_key: sk-B}, "
-                                                 "{base_url: u, model: b, 'api_key': 'sk-C'}]",
-                                                 "+verifier.api_key=sk-D"], env)
+    two = "generators=[{base_url: u, model: a, api_key: sk-B}, {base_url: u, model: b, 'api_key': 'sk-C'}]"
+    inline = keys_out_of_argv(CandidatesConfig, [two, "+verifier.api_key=sk-D"], env)
     assert "sk-" not in repr(inline) and env["VERIFIER_ARGV_KEY_3"] == "sk-C" and env["VERIFIER_ARGV_KEY_4"] == "sk-D"
     assert inline[1] == "+verifier.api_key_env=VERIFIER_ARGV_KEY_4"
     assert keys_out_of_argv(ServeConfig, ["api_key=sk-E", "port=1"], env) == ["api_key=sk-E", "port=1"]

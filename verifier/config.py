@@ -11,8 +11,9 @@ import dataclasses
 import functools
 import os
 import re
-import typing
 import sys
+import types
+import typing
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -143,7 +144,7 @@ def _field_type(t: Any, name: str) -> Any:
         ft = typing.get_type_hints(t)[name]
     except Exception:  # noqa: BLE001 - an unresolvable annotation: not a known endpoint
         return None
-    while typing.get_origin(ft) in (typing.Union, list, tuple, getattr(__import__("types"), "UnionType", None)):
+    while typing.get_origin(ft) in (typing.Union, types.UnionType, list, tuple):
         args = [a for a in typing.get_args(ft) if a is not type(None) and a is not Ellipsis]
         if len(args) != 1:
             return None
