@@ -246,3 +246,33 @@ def test_key_from_a_named_environment_variable(vllm_server, inputs, tmp_path):
                        capture_output=True, timeout=600, check=False)
     assert p.returncode != 0 and b"api_key_env=MY_JUDGE_KEY names an environment variable that is not set" in p.stderr
     assert not (tmp_path / "k.jsonl").exists()
+
+
+def test_a_command_line_key_leaves_the_process_list(inputs, tmp_path):
+    """``ps`` shows a running command without the key it was given (the title is rewritten once Hydra
+    would have parsed it), and the command warns that the key was visible while it started."""
+    import socket
+
+    from verifier.outputs import read_holder
+
+    hole = socket.socket()  # a server that never answers: the command keeps running
+    hole.bind(("127.0.0.1", 0))
+    hole.listen(8)
+    out = tmp_path / "j.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "eval.judge", f"input={inputs / 'trajs.jsonl'}", f"output={out}",
+                             f"endpoint.base_url=http://127.0.0.1:{hole.getsockname()[1]}/v1", "endpoint.model=m",
+                             f"endpoint.api_key={CANARY}", "endpoint.max_retries=0", "progress=false"],
+                            cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 180
+        while (read_holder(out) or {}).get("pid") != proc.pid:  # running: it holds its output
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()[-2000:]
+            time.sleep(0.2)
+        cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+        assert b"eval.judge" in cmdline and b"api_key_env=VERIFIER_ARGV_KEY_1" in cmdline, cmdline
+        assert CANARY.encode() not in cmdline
+    finally:
+        proc.kill()
+        err = proc.communicate(timeout=60)[1]
+        hole.close()
+    assert b"every user of this machine can read it" in err and CANARY.encode() not in err

@@ -58,7 +58,10 @@ def hydra_main(name: str, schema: type[T], config_dir: Path | None = None
         def app() -> Any:
             # before Hydra sees the command line: endpoint keys move to the environment, so no
             # saved config (multirun.yaml, .hydra/), submitit pickle, log or run name gets them
-            sys.argv[1:] = keys_out_of_argv(schema, sys.argv[1:])
+            args = keys_out_of_argv(schema, sys.argv[1:])
+            if args != sys.argv[1:] or redact(args) != args:
+                _retitle(args)
+            sys.argv[1:] = args
             return wrapped()
 
         return app
@@ -162,6 +165,19 @@ def _holds_key_env(schema: type, path: list[str]) -> bool:
         if t is None:
             return False
     return dataclasses.is_dataclass(t) and "api_key_env" in {f.name for f in dataclasses.fields(t)}
+
+
+def _retitle(args: list[str]) -> None:
+    """Overwrite this process's command line (``ps``, ``/proc/PID/cmdline``) with the key-free one, so a
+    key given as an override is visible only while the process starts (``setproctitle``, a vLLM dependency)."""
+    try:
+        import setproctitle
+    except ImportError:  # the warning still says the key was visible
+        return
+    n = len(sys.argv) - 1  # the interpreter and its options (python -m eval.judge) stay as they were
+    head = list(getattr(sys, "orig_argv", sys.argv))
+    head = head[: len(head) - n] if n else head
+    setproctitle.setproctitle(" ".join(redact([*head, *args])))
 
 
 def keys_out_of_argv(schema: type, args: list[str], environ: Any = None) -> list[str]:
