@@ -196,8 +196,8 @@ def keys_out_of_argv(schema: type, args: list[str], environ: Any = None) -> list
     >>> keys_out_of_argv(AugmentConfig, ["generator.api_key=sk-1", "verifiers=[{base_url: u, api_key: sk-2}]",
     ...                                  "limit=2"], env)
     ['generator.api_key_env=VERIFIER_ARGV_KEY_1', 'verifiers=[{base_url: u, api_key_env: VERIFIER_ARGV_KEY_2}]', 'limit=2']
-    >>> env
-    {'VERIFIER_ARGV_KEY_1': 'sk-1', 'VERIFIER_ARGV_KEY_2': 'sk-2'}
+    >>> env, keys_out_of_argv(AugmentConfig, ["generator.api_key=null"], env)
+    ({'VERIFIER_ARGV_KEY_1': 'sk-1', 'VERIFIER_ARGV_KEY_2': 'sk-2'}, ['generator.api_key=null'])
     """
     environ = os.environ if environ is None else environ
     out: list[str] = []
@@ -217,9 +217,13 @@ def keys_out_of_argv(schema: type, args: list[str], environ: Any = None) -> list
             out.append(arg)
             continue
         path = head.lstrip("+~").split(".")
+        key = value.strip().strip("'\"")
+        if path[-1] == "api_key" and key in ("", "null"):  # no key given
+            out.append(arg)
+            continue
         where = ".".join(path[:-1]) + "." if len(path) > 1 else ""
-        if path[-1] == "api_key" and value.strip() not in ("", "null") and _holds_key_env(schema, path[:-1]):
-            out.append(f"{head[: len(head) - len('api_key')]}api_key_env={move(value.strip().strip(chr(39) + chr(34)))}")
+        if path[-1] == "api_key" and _holds_key_env(schema, path[:-1]):
+            out.append(f"{head.removesuffix('api_key')}api_key_env={move(key)}")
         elif _holds_key_env(schema, path) and _INLINE_KEY.search(value):
             value = _INLINE_KEY.sub(lambda m: f"api_key_env{m.group(2)}{move(m.group(4))}", value)
             out.append(f"{head}={value}")
