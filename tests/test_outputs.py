@@ -97,6 +97,26 @@ def test_lock_in_one_process_is_reentrant_and_released(tmp_path):
     h.wait()
 
 
+def test_a_forked_child_does_not_keep_the_lock(tmp_path):
+    """A child forked by the holder (vLLM workers are) outliving it does not block the next run."""
+    out = tmp_path / "j.jsonl"
+    code = ("import os, sys, time; from verifier.outputs import acquire\n"
+            f"acquire({str(out)!r})\n"
+            "if os.fork() == 0:\n    time.sleep(600)\n"
+            "print('locked', flush=True); time.sleep(600)")
+    parent = subprocess.Popen([sys.executable, "-c", code], env=_env(), stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    try:
+        assert parent.stdout.readline().strip() == "locked"
+        os.kill(parent.pid, signal.SIGKILL)  # the holder dies, its forked child lives on
+        parent.wait()
+        h = _holder(out)  # the next writer gets the lock
+        h.kill()
+        h.wait()
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+
+
 def test_runner_and_appender_refuse_a_file_another_process_holds(tmp_path, trajs):
     """The library path: ``judge`` would cut the torn last line and re-grade rows; refused, it changes nothing."""
     from verifier.io import JsonlAppender

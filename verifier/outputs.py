@@ -83,6 +83,19 @@ _held: dict[Path, list] = {}  # lock file -> [fd, depth]: this process's locks (
 _guard = threading.Lock()
 
 
+def _drop_in_child() -> None:
+    """A forked child (e.g. a vLLM worker) closes its copies: the lock goes when the holder dies, not its children."""
+    global _guard
+    _guard = threading.Lock()
+    for fd, _ in _held.values():
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _held.clear()
+
+
+os.register_at_fork(after_in_child=_drop_in_child)
+
+
 def acquire(path: str | os.PathLike) -> Path:
     """Take the lock of ``path`` (a file, or a folder that exists) or raise ``OutputLocked``; returns the lock file."""
     lp = lock_path(path).resolve()
