@@ -147,8 +147,9 @@ def test_runner_and_appender_refuse_a_file_another_process_holds(tmp_path, trajs
 
 @pytest.mark.slow
 def test_second_command_on_a_busy_output_is_refused(tmp_path, trajs, blackhole):
-    """A real ``eval.judge`` and ``eval.verifierbench`` hang on their server mid-run; the same command on the same
-    output stops at once naming the holder, and not a byte under the output changes. The folder commands
+    """A real ``eval.judge`` and ``eval.verifierbench`` hang on their server mid-run (then frozen with SIGSTOP, so
+    that every change is the second run's); the same command on the same output stops at once naming the holder,
+    and not a byte under the output changes. The folder commands
     (ProverBench, selection, candidates, augment) are refused by a folder another process holds."""
     ep = [f"endpoint.base_url={blackhole}", "endpoint.model=m", "endpoint.max_retries=0", "endpoint.timeout_s=600"]
     out = tmp_path / "j.jsonl"
@@ -158,6 +159,7 @@ def test_second_command_on_a_busy_output_is_refused(tmp_path, trajs, blackhole):
                              stderr=subprocess.DEVNULL)
     try:
         _wait_for_holder(out, first)
+        os.kill(first.pid, signal.SIGSTOP)  # frozen while holding the lock: any change is the second run's
         before = _snapshot(tmp_path)
         _refused(judge_args, out, first.pid, tmp_path)
         assert _snapshot(tmp_path) == before
@@ -172,6 +174,7 @@ def test_second_command_on_a_busy_output_is_refused(tmp_path, trajs, blackhole):
                              stderr=subprocess.DEVNULL)
     try:
         _wait_for_holder(vb / "judgments.jsonl", first)  # past its start: config.json written, judging
+        os.kill(first.pid, signal.SIGSTOP)
         before = _snapshot(vb)
         _refused(vb_args, vb, first.pid, tmp_path)
         assert _snapshot(vb) == before
