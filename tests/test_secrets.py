@@ -7,6 +7,10 @@ call) and in the environment (``WANDB_API_KEY``, W&B offline). The keys the serv
 does need (``test-key``) are passed on the command line too. Then every file the run
 wrote (recursively: outputs, W&B offline runs, logs, pid files, caches) and its stdout
 and stderr are searched for both keys.
+
+Issue 26.2: a two-job ``-m`` sweep and a ``hydra/launcher=submitit_local`` launch (Hydra saving every
+job's ``.hydra/``, submitit pickling each job) leave no key in any file; a running command's
+``/proc/PID/cmdline`` has none; ``endpoint.api_key_env`` names the variable a key comes from.
 """
 
 from __future__ import annotations
