@@ -102,12 +102,12 @@ def test_a_forked_child_does_not_keep_the_lock(tmp_path):
     out = tmp_path / "j.jsonl"
     code = ("import os, sys, time; from verifier.outputs import acquire\n"
             f"acquire({str(out)!r})\n"
-            "if os.fork() == 0:\n    time.sleep(600)\n"
-            "print('locked', flush=True); time.sleep(600)")
+            "if os.fork() == 0:\n    os.write(1, b'child\\n'); time.sleep(600)\n"  # the fork hooks have run
+            "os.write(1, b'locked\\n'); time.sleep(600)")
     parent = subprocess.Popen([sys.executable, "-c", code], env=_env(), stdout=subprocess.PIPE, text=True,
                               start_new_session=True)
     try:
-        assert parent.stdout.readline().strip() == "locked"
+        assert {parent.stdout.readline().strip(), parent.stdout.readline().strip()} == {"locked", "child"}
         os.kill(parent.pid, signal.SIGKILL)  # the holder dies, its forked child lives on
         parent.wait()
         h = _holder(out)  # the next writer gets the lock
