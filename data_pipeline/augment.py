@@ -31,6 +31,7 @@ from verifier.budget import check_budget
 from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
 from verifier.errors import InputError
 from verifier.judging import JudgeConfig, Judgment
+from verifier.outputs import holds_output
 from verifier.records import NO_STEP, Annotation, ProofTrajectory
 from verifier.templates import as_messages, repair_prompt, split_proof_steps
 
@@ -152,6 +153,7 @@ def _verify(repairs: list[ProofTrajectory], cfg: AugmentConfig) -> list[list[dic
     return votes
 
 
+@holds_output()
 def run(cfg: AugmentConfig) -> dict[str, Any]:
     """Repair, verify, and append accepted/rejected repairs; returns the summary (also written)."""
     from tqdm import tqdm

@@ -39,6 +39,7 @@ from data_pipeline.importers import ProofProblem, load_proofbench_problems
 from verifier.budget import check_budget
 from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
 from verifier.errors import InputError
+from verifier.outputs import holds_output
 from verifier.records import NO_STEP, ProofTrajectory
 from verifier.templates import as_messages, generation_prompt, render, split_proof_steps
 
@@ -138,6 +139,7 @@ def _load_done(path: Path, skipped: Path) -> tuple[dict[str, ProofTrajectory], s
     return done, skip
 
 
+@holds_output()
 def run(cfg: CandidatesConfig) -> dict[str, Any]:
     """Generate, critique and revise; append every version; returns the summary (also written)."""
     from tqdm import tqdm

@@ -38,6 +38,7 @@ import pandas as pd
 from verifier.engine import EndpointConfig
 from verifier.errors import InputError
 from verifier.judging import JudgeConfig
+from verifier.outputs import holds_output
 from verifier.records import NO_STEP, ProofTrajectory
 
 VALID, UNPARSEABLE, INVALID = 0, 1, 2  # outcome codes; invalid with step s -> INVALID + 1 + s (verdict_step)
@@ -313,6 +314,7 @@ def plot_entropy(df: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
+@holds_output()
 def run(cfg: SelectConfig) -> pd.DataFrame:
     """Load, judge or read judgments, score, select; write queue, scores, summary (and a plot)."""
     from verifier.io import read_jsonl, write_jsonl

@@ -1,6 +1,6 @@
 """IneqMath judging (Sheng et al. 2025, "Solving Inequality Proofs with LLMs", sections 2, 4, 5.1).
 
-``python -m eval.ineqmath input=PATH out=DIR endpoint.base_url=URL endpoint.api_key=KEY endpoint.model=NAME``
+``python -m eval.ineqmath input=PATH out=DIR endpoint.base_url=URL endpoint.model=NAME``
 
 Two task formats: bound estimation (the optimal constant C) and relation prediction
 (>, ≥, =, ≤, <). Each record is judged by five judges (section 4):

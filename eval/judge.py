@@ -1,6 +1,6 @@
 """Batch judge command (section 4.4): n passes per proof on a served verifier, aggregated, resumable.
 
-``python -m eval.judge input=PATH output=PATH endpoint.base_url=URL endpoint.api_key=KEY
+``python -m eval.judge input=PATH output=PATH endpoint.base_url=URL
 endpoint.model=NAME judge.n=8 judge.policy=pessimistic judge.early_stop=false``
 
 * ``input``: our trajectory JSONL, a ProcessBench split (``.json``) or the OPC parquet
@@ -11,8 +11,10 @@ endpoint.model=NAME judge.n=8 judge.policy=pessimistic judge.early_stop=false``
   ``<output>.cache.sqlite``), so nothing is judged twice and no line is duplicated.
 * Judgments whose requests failed (server down after retries) are not written; the command
   then exits with status 1 and says to re-run it.
-* The API key comes from ``endpoint.api_key`` or ``$VERIFIER_API_KEY``; it is never logged and
-  never written (Hydra writes no config copy: ``hydra.output_subdir: null``).
+* The API key comes from the environment variable ``endpoint.api_key_env`` names (default
+  ``$VERIFIER_API_KEY``, then ``$OPENAI_API_KEY``); it is never logged and never written. One writer:
+  the run holds the lock of ``output`` (``verifier.outputs``); a second run on it stops at once.
+  See docs/operations.md.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 from verifier.engine import EndpointConfig, OpenAIEngine
 from verifier.errors import InputError
 from verifier.judging import JudgeConfig, Judgment, PassCache
+from verifier.outputs import holds_output
 from verifier.runner import done_ids, judge
 
 log = logging.getLogger("eval.judge")
@@ -46,6 +49,7 @@ class JudgeAppConfig:
     progress: bool = True
 
 
+@holds_output("output", folder=False)
 def run(cfg: JudgeAppConfig) -> dict[str, Any]:
     """Judge ``cfg.input`` into ``cfg.output`` (``verifier.runner.judge``); returns the summary (also printed)."""
     from data_pipeline.importers import load_any

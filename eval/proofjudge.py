@@ -1,6 +1,6 @@
 """ProofJudge rubric judging and pairwise alignment (Caldwell 2026, sections 2.1 and 3).
 
-``python -m eval.proofjudge input=PATH out=DIR endpoint.base_url=URL endpoint.api_key=KEY endpoint.model=NAME``
+``python -m eval.proofjudge input=PATH out=DIR endpoint.base_url=URL endpoint.model=NAME``
 
 * Rubric scoring: the judge scores each configured dimension independently on a 1-10 scale
   (default: the paper's five - library leverage, automation fit, structural clarity,

@@ -31,6 +31,7 @@ from verifier.budget import check_budget
 from verifier.engine import EndpointConfig, Engine, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
 from verifier.io import JsonlAppender, load_trajectories
 from verifier.judging import JudgeConfig
+from verifier.outputs import holds_output
 from verifier.records import ProofTrajectory
 from verifier.runner import done_ids
 from verifier.results import WandbConfig, log_eval, pct, write_metrics, write_report
@@ -223,6 +224,7 @@ def print_table(doc: dict[str, Any], title: str) -> None:
     Console(width=110).print(t)
 
 
+@holds_output()
 def run(cfg: ProverBenchConfig) -> dict[str, Any]:
     """Generate, judge, score and report; returns the metrics document."""
     from verifier.io import read_jsonl

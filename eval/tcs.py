@@ -1,6 +1,6 @@
 """TCS-Bench judging and routing (TCS-Bench seed: "Automated Proof Verification", "Colosseum Results").
 
-``python -m eval.tcs input=PATH out=DIR endpoint.base_url=URL endpoint.api_key=KEY endpoint.model=NAME``
+``python -m eval.tcs input=PATH out=DIR endpoint.base_url=URL endpoint.model=NAME``
 
 * Vote verifier: 4 calls of ``tcs_verify.j2`` (sees the ground-truth proof); a proof is
   correct if at least 3 of 4 votes accept - ``AggregationPolicy("k_of_n", n=4, k=3)``,

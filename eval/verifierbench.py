@@ -38,6 +38,7 @@ from verifier.errors import InputError
 from verifier.io import read_jsonl
 from verifier.judging import JudgeConfig
 from verifier.offline import OfflineConfig
+from verifier.outputs import holds_output
 from verifier.records import (
     NO_STEP,
     MetaGrade,
@@ -237,6 +238,7 @@ def grade_passes(records: Sequence[ProofTrajectory], rows: dict[str, dict[str, A
             "per_record_reward": per_record, "parse_failure_rate": unparsed / max(1, len(rewards))}
 
 
+@holds_output()
 def run(cfg: VerifierBenchConfig) -> dict[str, Any]:
     """Judge, meta-verify, score and report; returns the metrics document."""
     from data_pipeline.importers import load_any

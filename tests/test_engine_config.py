@@ -46,6 +46,47 @@ def test_api_key_not_in_args_or_repr(monkeypatch):
     assert EndpointConfig(api_key="cfg").resolved_api_key() == "cfg"
 
 
+def test_key_from_the_variable_api_key_env_names(monkeypatch):
+    """``api_key_env`` (issue 26.2): the default falls back to $OPENAI_API_KEY; a named variable must be set."""
+    for var in ("VERIFIER_API_KEY", "OPENAI_API_KEY", "MY_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    assert EndpointConfig().resolved_api_key() == "EMPTY"
+    monkeypatch.setenv("OPENAI_API_KEY", "openai")
+    assert EndpointConfig().resolved_api_key() == "openai"
+    with pytest.raises(ValueError, match="api_key_env=MY_KEY names an environment variable that is not set"):
+        EndpointConfig(model="m", api_key_env="MY_KEY")
+    monkeypatch.setenv("MY_KEY", "mine")
+    assert EndpointConfig(api_key_env="MY_KEY").resolved_api_key() == "mine"
+    assert "mine" not in repr(EndpointConfig(api_key_env="MY_KEY"))
+
+
+def test_command_line_keys_move_to_the_environment(monkeypatch, capsys):
+    """``hydra_main`` moves endpoint keys off the command line before Hydra parses it (nested, inline lists),
+    warns that ``ps`` showed them, and leaves a server's ``api_key`` (no ``api_key_env``) warned only."""
+    from data_pipeline.candidates import CandidatesConfig
+    from training.grpo import GRPORunConfig, run_name
+    from verifier.config import compose, keys_out_of_argv
+
+    env: dict[str, str] = {}
+    args = keys_out_of_argv(GRPORunConfig, ["experiment=meta_ver_rl", "reward.endpoint.api_key=sk-A", "grpo.beta=0.1"],
+                            env)
+    assert args == ["experiment=meta_ver_rl", "reward.endpoint.api_key_env=VERIFIER_ARGV_KEY_1", "grpo.beta=0.1"]
+    assert env == {"VERIFIER_ARGV_KEY_1": "sk-A"}
+    monkeypatch.setenv("VERIFIER_ARGV_KEY_1", "sk-A")
+    cfg = compose("grpo", GRPORunConfig, args)
+    assert cfg.reward.endpoint.resolved_api_key() == "sk-A" and cfg.reward.endpoint.api_key is None
+    cfg.overrides = args
+    assert run_name(cfg) == "meta_ver_rl,grpo.beta=0.1"
+    two = "generators=[{base_url: u, model: a, api_key: sk-B}, {base_url: u, model: b, 'api_key': 'sk-C'}]"
+    inline = keys_out_of_argv(CandidatesConfig, [two, "+verifier.api_key=sk-D"], env)
+    assert "sk-" not in repr(inline) and env["VERIFIER_ARGV_KEY_3"] == "sk-C" and env["VERIFIER_ARGV_KEY_4"] == "sk-D"
+    assert inline[1] == "+verifier.api_key_env=VERIFIER_ARGV_KEY_4"
+    assert keys_out_of_argv(ServeConfig, ["api_key=sk-E", "port=1"], env) == ["api_key=sk-E", "port=1"]
+    err = capsys.readouterr().err
+    assert err.count("every user of this machine can read it") == 4 and "sk-" not in err
+    assert "generators[i].api_key_env=NAME" in err and "api_key=*** puts" in err and "as $VERIFIER_API_KEY" in err
+
+
 def test_wave_plans_cover_every_pass_once():
     for n in range(1, 12):
         for waves in ([1, 1, 2, 4], [2], [3, 1], None):

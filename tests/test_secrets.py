@@ -7,6 +7,10 @@ call) and in the environment (``WANDB_API_KEY``, W&B offline). The keys the serv
 does need (``test-key``) are passed on the command line too. Then every file the run
 wrote (recursively: outputs, W&B offline runs, logs, pid files, caches) and its stdout
 and stderr are searched for both keys.
+
+Issue 26.2: a two-job ``-m`` sweep and a ``hydra/launcher=submitit_local`` launch (Hydra saving every
+job's ``.hydra/``, submitit pickling each job) leave no key in any file; a running command's
+``/proc/PID/cmdline`` has none; ``endpoint.api_key_env`` names the variable a key comes from.
 """
 
 from __future__ import annotations
@@ -193,3 +197,86 @@ def test_redact_and_run_names_drop_keys(tmp_path):
     saved.write_text(f"reward:\n  endpoint:\n    api_key: {CANARY}\nhydra:\n  overrides:\n    task:\n"
                      f"    - reward.endpoint.api_key={CANARY}\n")
     assert redact_saved_config(saved) and CANARY not in saved.read_text()
+
+
+def _sweep_leaks(tmp: Path, args: list[str]) -> subprocess.CompletedProcess:
+    p = run_cmd(tmp, args)
+    assert b"can read it" in p.stderr and b"api_key_env=NAME" in p.stderr  # the process-list warning
+    saved = sorted(str(f.relative_to(tmp)) for f in tmp.rglob("*") if f.is_file())
+    assert "mr/multirun.yaml" in saved and [f for f in saved if "/.hydra/" in f], saved  # Hydra did save configs
+    assert leaks(tmp) == [], leaks(tmp)
+    return p
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_sweep_keeps_command_line_keys_out_of_every_saved_config(vllm_server, inputs, tmp_path):
+    """A two-job ``-m`` sweep with the key on the command line (and Hydra saving every job's ``.hydra/``):
+    the key authenticates, and no file (``multirun.yaml``, ``.hydra/*.yaml``, outputs) holds it."""
+    _sweep_leaks(tmp_path, ["-m", "eval.judge", "-m", f"input={inputs / 'trajs.jsonl'}", "output=a.jsonl,b.jsonl",
+                            *_ep(vllm_server, "endpoint"), "judge.n=1", "judge.max_tokens=8", "progress=false",
+                            "hydra.sweep.dir=mr", "hydra.output_subdir=.hydra"])
+    for out in ("a.jsonl", "b.jsonl"):  # both jobs judged every proof with the key
+        assert len((tmp_path / out).read_text().splitlines()) == 2
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_submitit_local_launch_keeps_keys_out_of_job_pickles(vllm_server, inputs, tmp_path):
+    """``hydra/launcher=submitit_local``: the jobs (own processes, started from pickles under
+    ``.submitit/``) get the key through the environment; no pickle, log, W&B run or saved config holds it."""
+    _sweep_leaks(tmp_path, ["-m", "eval.verifierbench", "-m", "hydra/launcher=submitit_local",
+                            f"data={inputs / 'trajs.jsonl'}", "out=vb1,vb2", *_ep(vllm_server, "verifier"),
+                            "judge.n=1", "judge.max_tokens=8", f"meta.endpoint.api_key={CANARY}", "bootstrap_n=20",
+                            "progress=false", "wandb.enabled=true", "hydra.sweep.dir=mr",
+                            "hydra.output_subdir=.hydra"])
+    assert list((tmp_path / "mr" / ".submitit").rglob("*.pkl"))
+    for out in ("vb1", "vb2"):
+        assert (tmp_path / out / "metrics.json").exists()
+
+
+@pytest.mark.vllm
+def test_key_from_a_named_environment_variable(vllm_server, inputs, tmp_path):
+    """``endpoint.api_key_env=NAME`` authenticates with ``$NAME``; a named variable that is not set is an
+    error naming it before any work."""
+    args = [sys.executable, "-m", "eval.judge", f"input={inputs / 'trajs.jsonl'}", "output=j.jsonl",
+            f"endpoint.base_url={vllm_server.base_url}", f"endpoint.model={vllm_server.model_name}",
+            "endpoint.api_key_env=MY_JUDGE_KEY", "judge.n=1", "judge.max_tokens=8", "progress=false"]
+    p = subprocess.run(args, cwd=tmp_path, env={**_env(tmp_path), "MY_JUDGE_KEY": API_KEY}, capture_output=True,
+                       timeout=600, check=False)
+    assert p.returncode == 0 and b"can read it" not in p.stderr, p.stderr[-3000:]
+    assert len((tmp_path / "j.jsonl").read_text().splitlines()) == 2
+    p = subprocess.run([*args[:4], "output=k.jsonl", *args[5:]], cwd=tmp_path, env=_env(tmp_path),
+                       capture_output=True, timeout=600, check=False)
+    assert p.returncode != 0 and b"api_key_env=MY_JUDGE_KEY names an environment variable that is not set" in p.stderr
+    assert not (tmp_path / "k.jsonl").exists()
+
+
+def test_a_command_line_key_leaves_the_process_list(inputs, tmp_path):
+    """``ps`` shows a running command without the key it was given (the title is rewritten once Hydra
+    would have parsed it), and the command warns that the key was visible while it started."""
+    import socket
+
+    from verifier.outputs import read_holder
+
+    hole = socket.socket()  # a server that never answers: the command keeps running
+    hole.bind(("127.0.0.1", 0))
+    hole.listen(8)
+    out = tmp_path / "j.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "eval.judge", f"input={inputs / 'trajs.jsonl'}", f"output={out}",
+                             f"endpoint.base_url=http://127.0.0.1:{hole.getsockname()[1]}/v1", "endpoint.model=m",
+                             f"endpoint.api_key={CANARY}", "endpoint.max_retries=0", "progress=false"],
+                            cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 180
+        while (read_holder(out) or {}).get("pid") != proc.pid:  # running: it holds its output
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()[-2000:]
+            time.sleep(0.2)
+        cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+        assert b"eval.judge" in cmdline and b"api_key_env=VERIFIER_ARGV_KEY_1" in cmdline, cmdline
+        assert CANARY.encode() not in cmdline
+    finally:
+        proc.kill()
+        err = proc.communicate(timeout=60)[1]
+        hole.close()
+    assert b"every user of this machine can read it" in err and CANARY.encode() not in err

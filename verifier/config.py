@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import re
 import sys
+import types
+import typing
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -73,6 +76,12 @@ def hydra_main(name: str, schema: type[T], config_dir: Path | None = None
             from hydra.errors import HydraException
             from omegaconf.errors import OmegaConfBaseException
 
+            # before Hydra sees the command line: endpoint keys move to the environment, so no
+            # saved config (multirun.yaml, .hydra/), submitit pickle, log or run name gets them
+            argv = keys_out_of_argv(schema, sys.argv[1:])
+            if argv != sys.argv[1:] or redact(argv) != argv:
+                _retitle(argv)
+            sys.argv[1:] = argv
             try:
                 return wrapped(*args, **kwargs)
             except SystemExit as e:
@@ -162,5 +171,116 @@ def is_secret_override(override: str) -> bool:
 
     >>> is_secret_override("reward.endpoint.api_key=sk-1"), is_secret_override("grpo.beta=0.1")
     (True, False)
+    >>> is_secret_override("reward.endpoint.api_key_env=VERIFIER_ARGV_KEY_1")  # a key moved off the command line
+    True
     """
-    return redact(override) != override
+    return redact(override) != override or ARGV_KEY_ENV.format("") in override
+
+
+# ------------------------------------------------------------------------ keys out of the command line
+
+ARGV_KEY_ENV = "VERIFIER_ARGV_KEY_{}"  # where keys given on the command line are moved
+_INLINE_KEY = re.compile(r"(?<![\w.])(['\"]?)api_key\1(\s*:\s*)(['\"]?)([^,}\]\s'\"]+)\3")
+PS_WARNING = ("warning: {what} puts an API key on the command line, where every user of this machine can read it "
+              "(ps, /proc/PID/cmdline). It is written nowhere; next time {instead}. See docs/operations.md.")
+_INSTEAD_ENV = ("export it and pass the variable's name: {where}api_key_env=NAME (default $VERIFIER_API_KEY, then "
+                "$OPENAI_API_KEY)")
+
+
+def _field_type(t: Any, name: str) -> Any:
+    """The type of field ``name`` of dataclass ``t`` (Optional and list unwrapped), or None."""
+    if not (dataclasses.is_dataclass(t) and isinstance(t, type)):
+        return None
+    if name not in {f.name for f in dataclasses.fields(t)}:
+        return None
+    try:
+        ft = typing.get_type_hints(t)[name]
+    except Exception:  # noqa: BLE001 - an unresolvable annotation: not a known endpoint
+        return None
+    while typing.get_origin(ft) in (typing.Union, types.UnionType, list, tuple):
+        args = [a for a in typing.get_args(ft) if a is not type(None) and a is not Ellipsis]
+        if len(args) != 1:
+            return None
+        ft = args[0]
+    return ft
+
+
+def _holds_key_env(schema: type, path: list[str]) -> bool:
+    """True when ``path`` (dotted override key, list indices allowed) leads to a dataclass with ``api_key_env``."""
+    t: Any = schema
+    for part in path:
+        if part.isdigit():  # verifiers.0.base_url: the list's element type is already unwrapped
+            continue
+        t = _field_type(t, part)
+        if t is None:
+            return False
+    return dataclasses.is_dataclass(t) and "api_key_env" in {f.name for f in dataclasses.fields(t)}
+
+
+def _retitle(args: list[str]) -> None:
+    """Overwrite this process's command line (``ps``, ``/proc/PID/cmdline``) with the key-free one, so a
+    key given as an override is visible only while the process starts (``setproctitle``, a vLLM dependency)."""
+    try:
+        import setproctitle
+    except ImportError:  # the warning still says the key was visible
+        return
+    n = len(sys.argv) - 1  # the interpreter and its options (python -m eval.judge) stay as they were
+    head = list(getattr(sys, "orig_argv", sys.argv))
+    head = head[: len(head) - n] if n else head
+    setproctitle.setproctitle(" ".join(redact([*head, *args])))
+
+
+def keys_out_of_argv(schema: type, args: list[str], environ: Any = None) -> list[str]:
+    """Move endpoint API keys from command-line overrides to environment variables (issue 26.2).
+
+    ``endpoint.api_key=KEY`` becomes ``endpoint.api_key_env=VERIFIER_ARGV_KEY_1`` with the key in
+    ``$VERIFIER_ARGV_KEY_1``, and an inline ``verifiers=[{..., api_key: KEY}]`` becomes ``api_key_env:
+    VERIFIER_ARGV_KEY_n``, so Hydra never holds the key: not in a sweep's ``multirun.yaml`` or any job's
+    ``.hydra/``, not in submitit's job pickles (the jobs inherit the environment), not in W&B, logs or
+    run names. Each one prints a warning: the key was visible in the process list. A key of a config
+    without ``api_key_env`` (``verifier.serve api_key=KEY``) only gets the warning (``redact`` keeps it
+    out of files).
+
+    >>> from data_pipeline.augment import AugmentConfig  # generator: EndpointConfig, verifiers: list[...]
+    >>> env = {}
+    >>> keys_out_of_argv(AugmentConfig, ["generator.api_key=sk-1", "verifiers=[{base_url: u, api_key: sk-2}]",
+    ...                                  "limit=2"], env)
+    ['generator.api_key_env=VERIFIER_ARGV_KEY_1', 'verifiers=[{base_url: u, api_key_env: VERIFIER_ARGV_KEY_2}]', 'limit=2']
+    >>> env, keys_out_of_argv(AugmentConfig, ["generator.api_key=null"], env)
+    ({'VERIFIER_ARGV_KEY_1': 'sk-1', 'VERIFIER_ARGV_KEY_2': 'sk-2'}, ['generator.api_key=null'])
+    """
+    environ = os.environ if environ is None else environ
+    out: list[str] = []
+    n = 0
+
+    def move(key: str) -> str:  # into the first free VERIFIER_ARGV_KEY_<n>
+        nonlocal n
+        n += 1
+        while ARGV_KEY_ENV.format(n) in environ:
+            n += 1
+        environ[ARGV_KEY_ENV.format(n)] = key
+        return ARGV_KEY_ENV.format(n)
+
+    for arg in args:
+        head, sep, value = arg.partition("=")
+        if not sep or arg.startswith("-") or redact(arg) == arg:
+            out.append(arg)
+            continue
+        path = head.lstrip("+~").split(".")
+        key = value.strip().strip("'\"")
+        if path[-1] == "api_key" and key in ("", "null"):  # no key given
+            out.append(arg)
+            continue
+        where = ".".join(path[:-1]) + "." if len(path) > 1 else ""
+        if path[-1] == "api_key" and _holds_key_env(schema, path[:-1]):
+            out.append(f"{head.removesuffix('api_key')}api_key_env={move(key)}")
+        elif _holds_key_env(schema, path) and _INLINE_KEY.search(value):
+            value = _INLINE_KEY.sub(lambda m: f"api_key_env{m.group(2)}{move(m.group(4))}", value)
+            out.append(f"{head}={value}")
+            where = head.lstrip("+~") + "[i]."
+        else:  # not an endpoint's key (verifier.serve): warned, and redact() keeps it out of files
+            out.append(arg)
+            where = None
+        instead = _INSTEAD_ENV.format(where=where) if where is not None else "export it as $VERIFIER_API_KEY"
+        print(PS_WARNING.format(what=redact(arg), instead=instead), file=sys.stderr, flush=True)
+    return out

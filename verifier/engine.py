@@ -125,6 +125,8 @@ class Engine(Protocol):
                         ) -> list[list[Completion]]: ...
 
 
+DEFAULT_KEY_ENV = "VERIFIER_API_KEY"  # EndpointConfig.api_key_env's default (then $OPENAI_API_KEY)
+
 # the values vLLM's OpenAI server accepts (gpt-oss: low | medium | high; "none" turns thinking off)
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 
@@ -138,7 +140,12 @@ class EndpointConfig:
     """
 
     base_url: Any = "http://127.0.0.1:8000/v1"  # str, or a list of servers serving the same model
-    api_key: str | None = None  # default: env VERIFIER_API_KEY, then OPENAI_API_KEY, else "EMPTY"
+    # The key: from the environment variable named by api_key_env (keys on the command line are visible
+    # to every user of the machine in the process list; docs/operations.md). The default variable falls
+    # back to $OPENAI_API_KEY, then "EMPTY" (a local vLLM server without --api-key); a variable you name
+    # must be set. api_key=KEY still works (verifier.config.keys_out_of_argv moves it to the environment).
+    api_key: str | None = None
+    api_key_env: str = DEFAULT_KEY_ENV
     model: str = "artifacts/tiny-model"
     max_concurrency: int = 64  # requests in flight per server
     timeout_s: float = 600.0
@@ -158,6 +165,8 @@ class EndpointConfig:
 
     def __post_init__(self) -> None:
         self.urls  # noqa: B018 - validates base_url
+        if not self.api_key:
+            self.resolved_api_key()  # a named variable that is not set: an error before any work
         if int(self.max_concurrency) < 1:
             raise ValueError(f"endpoint {self.model!r}: max_concurrency must be >= 1, got {self.max_concurrency}")
         if int(self.max_retries) < 0:
@@ -200,7 +209,22 @@ class EndpointConfig:
         return out
 
     def resolved_api_key(self) -> str:
-        return self.api_key or os.environ.get("VERIFIER_API_KEY") or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        """``api_key``, else ``$<api_key_env>``; the default variable falls back to ``$OPENAI_API_KEY``, then "EMPTY".
+
+        >>> EndpointConfig(api_key_env="NO_SUCH_VAR_FOR_DOCTEST")
+        Traceback (most recent call last):
+        ...
+        ValueError: endpoint 'artifacts/tiny-model': api_key_env=NO_SUCH_VAR_FOR_DOCTEST names an environment variable that is not set (export NO_SUCH_VAR_FOR_DOCTEST=KEY, or leave api_key_env at its default VERIFIER_API_KEY)
+        """
+        if self.api_key:
+            return self.api_key
+        name = self.api_key_env or DEFAULT_KEY_ENV
+        if os.environ.get(name):
+            return os.environ[name]
+        if name != DEFAULT_KEY_ENV:
+            raise ValueError(f"endpoint {self.model!r}: api_key_env={name} names an environment variable that is not "
+                             f"set (export {name}=KEY, or leave api_key_env at its default {DEFAULT_KEY_ENV})")
+        return os.environ.get("OPENAI_API_KEY") or "EMPTY"
 
     def __repr__(self) -> str:  # never print the key
         return f"EndpointConfig(base_url={self.base_url!r}, model={self.model!r}, api_key=***)"

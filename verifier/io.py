@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Literal, TypeVar
 
 from verifier.errors import UserError
+from verifier.outputs import acquire, release
 from verifier.records import ProofTrajectory, RecordError
 
 T = TypeVar("T")
@@ -147,13 +148,27 @@ def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
 
 
 class JsonlAppender:
-    """Append-and-flush writer for resumable jobs: each row is on disk once written."""
+    """Append-and-flush writer for resumable jobs: each row is on disk once written.
+
+    It holds the exclusive lock of its file while open (``verifier.outputs``): a second
+    process appending to the same file stops with ``OutputLocked`` before anything changes.
+    """
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        truncate_partial_last_line(self.path)
-        self._f = open(self.path, "a", encoding="utf-8")
+        self._lock = acquire(self.path)
+        try:
+            truncate_partial_last_line(self.path)
+            self._f = open(self.path, "a", encoding="utf-8")
+        except BaseException:
+            self._release()
+            raise
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            release(self._lock)
+            self._lock = None
 
     def write(self, row: dict[str, Any]) -> None:
         self._f.write(json.dumps(row, ensure_ascii=False) + "\n")
@@ -162,6 +177,7 @@ class JsonlAppender:
 
     def close(self) -> None:
         self._f.close()
+        self._release()
 
     def __enter__(self) -> "JsonlAppender":
         return self

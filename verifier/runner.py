@@ -22,6 +22,9 @@ Resume (kill-safe): a torn last line is dropped; records whose row is in ``out``
 a null meta grade) is kept on disk as a counted failure; the next run takes it out of the file and
 re-runs only ``post`` on the stored passes (no pass is generated again).
 
+One writer: the whole call holds the exclusive lock of ``out`` (``verifier.outputs.lock_output``); a
+second process on the same ``out`` stops with ``OutputLocked`` before the file is touched.
+
 ``out=None`` judges in memory (``verifier.judging.judge_trajectories``, the template judges).
 """
 
@@ -42,6 +45,7 @@ from verifier.engine import Engine, GenerationRequest, run_sync
 from verifier.templates import as_messages
 from verifier.errors import InputError
 from verifier.io import JsonlAppender, iter_jsonl, truncate_partial_last_line, write_jsonl
+from verifier.outputs import lock_output
 from verifier.judging import (
     Item,
     JudgeConfig,
@@ -137,6 +141,19 @@ async def ajudge(
     desc: str | None = None,
 ) -> RunResult:
     """``judge`` (async); see the module docstring."""
+    if out is None:
+        return await _ajudge(records, engine, cfg, None, item=item, to_row=to_row, columns=columns, post=post,
+                             post_ok=post_ok, cache=cache, on_judgment=on_judgment, progress=progress, desc=desc)
+    with lock_output(out):  # one writer per output, held from the start-up repairs to the last row
+        return await _ajudge(records, engine, cfg, out, item=item, to_row=to_row, columns=columns, post=post,
+                             post_ok=post_ok, cache=cache, on_judgment=on_judgment, progress=progress, desc=desc)
+
+
+async def _ajudge(records: Sequence[Any], engine: Engine, cfg: JudgeConfig, out: str | os.PathLike | None, *,
+                  item: Callable[[Any, JudgeConfig], Item], to_row: Callable[[Judgment], Row],
+                  columns: Callable[[Any], Row] | None, post: Post | None, post_ok: Callable[[Row], bool] | None,
+                  cache: PassCache | None, on_judgment: Callable[[Judgment], None] | None, progress: bool,
+                  desc: str | None) -> RunResult:
     t0 = time.monotonic()
     items = [item(r, cfg) for r in records]
     ids = [it.id for it in items]
