@@ -83,7 +83,18 @@ def validate_engine(key: str, kw: dict[str, Any]) -> str:
     from training.grpo import ensure_model
 
     kw = dict(kw)
+    memo = (key, repr(sorted(kw.items())))
+    if memo in _VALID:  # the same engine arguments already passed (a sweep composed in one process)
+        return _VALID[memo]
     ensure_model(kw["model"])  # the tiny default model is built on demand
+    _VALID[memo] = how = _validate(key, kw)
+    return how
+
+
+_VALID: dict[tuple[str, str], str] = {}
+
+
+def _validate(key: str, kw: dict[str, Any]) -> str:
     if _model_config_local(kw["model"]):
         from vllm.engine.arg_utils import EngineArgs
 
