@@ -977,7 +977,10 @@ def launch_job(cfg: GRPORunConfig, launcher: dict[str, Any]) -> None:
 
         job_env = submitit.JobEnvironment()
         rank, hosts = job_env.node, list(job_env.hostnames)
-    cmd = build_job_command(cfg.launch, cfg.overrides, launcher, node_rank=rank, hostnames=hosts)
+    overrides = list(cfg.overrides)
+    if not any(o.lstrip("+~").startswith("resume=") for o in overrides):
+        overrides.append("resume=true")  # a requeued job (timeout, preemption) continues from its last checkpoint
+    cmd = build_job_command(cfg.launch, overrides, launcher, node_rank=rank, hostnames=hosts)
     print("submitit job: " + " ".join(cmd), flush=True)
     code = subprocess.run(cmd, cwd=os.getcwd()).returncode
     if code != 0:
