@@ -222,3 +222,22 @@ def test_serve_a_run_dir_merged_or_base_plus_adapter(tmp_path):
     assert "--enable-lora" in args and json.loads(args[-1]) == {"name": "verifier", "path": str(lora / "final")}
     with pytest.raises(ValueError, match="no final weights"):
         resolve_run_dir(ServeConfig(run_dir=str(tmp_path / "unfinished")))
+
+
+def test_dead_meta_verifier_stops_the_run_before_loading(tiny_model, tmp_path, monkeypatch):
+    """Item 3: the meta-verifier URL is asked for its models at start-up, not after the first generated batch."""
+    import training.grpo as grpo
+    from tests.conftest import free_port
+
+    def boom(*a, **k):
+        raise AssertionError("loaded data or a model")
+
+    monkeypatch.setattr(grpo, "load_trajectories_for", boom)
+    monkeypatch.setattr(grpo, "load_model", boom)
+    cfg = compose("grpo", GRPORunConfig, ["experiment=meta_ver_rl", f"model.name_or_path={tiny_model}",
+                                          "reward.meta_judge=llm", "eval.enabled=false", "wandb.enabled=false",
+                                          f"reward.endpoint.base_url=http://127.0.0.1:{free_port()}/v1",
+                                          f"output_dir={tmp_path / 'run'}"])
+    with pytest.raises(preflight.PreflightError, match=r"reward.endpoint.base_url=http://127.0.0.1:\d+/v1: the server "
+                                                       r"does not answer"):
+        grpo.run(cfg)
