@@ -241,3 +241,26 @@ def test_dead_meta_verifier_stops_the_run_before_loading(tiny_model, tmp_path, m
     with pytest.raises(preflight.PreflightError, match=r"reward.endpoint.base_url=http://127.0.0.1:\d+/v1: the server "
                                                        r"does not answer"):
         grpo.run(cfg)
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_serving_a_lora_run_dir_as_base_plus_adapter(tiny_model, tiny_lora, tmp_path):
+    """Item 6 on a real vLLM server: a LoRA run's `final/` (adapter only) served as base + adapter named `verifier`."""
+    import shutil
+
+    from tests.conftest import free_port
+    from verifier.serve import ServeConfig, VLLMServer, resolve_run_dir
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_lora, run / "final")  # what save_final writes for LoRA: the adapter only
+    cfg = json.loads((run / "final" / "adapter_config.json").read_text())
+    cfg["base_model_name_or_path"] = str(tiny_model)
+    (run / "final" / "adapter_config.json").write_text(json.dumps(cfg))
+    c = resolve_run_dir(ServeConfig(run_dir=str(run), lora=True, port=free_port(), api_key="k", omp_num_threads=1,
+                                    log_file=str(tmp_path / "serve.log")))
+    server = VLLMServer(c).start()
+    try:
+        assert "verifier" in preflight.served_models(server.base_url, "k")
+    finally:
+        server.stop()
