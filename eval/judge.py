@@ -70,9 +70,15 @@ def run(cfg: JudgeAppConfig) -> dict[str, Any]:
           f"{len(already)} already in {out}, {len(trajs) - len(already)} to judge "
           f"(model {cfg.judge.model or cfg.endpoint.model}, n={cfg.judge.n}, {cfg.judge.policy}, "
           f"early_stop={cfg.judge.early_stop})", flush=True)
+    check_served_model(cfg.endpoint)
     warned = [0]
+    no_verdict: dict[str, int] = {}  # proofs none of whose passes gave a verdict, by the passes' parse status
 
     def warn_failed(j: Judgment) -> None:
+        if j.complete and j.passes and not any(p.ok for p in j.passes):
+            for p in j.passes:
+                no_verdict[p.status.value] = no_verdict.get(p.status.value, 0) + 1
+            no_verdict["proofs"] = no_verdict.get("proofs", 0) + 1
         if not j.complete and warned[0] < 3:
             warned[0] += 1
             log.warning("proof %s not judged: %s", j.id, j.passes[-1].detail if j.passes else "no passes")
@@ -88,12 +94,38 @@ def run(cfg: JudgeAppConfig) -> dict[str, Any]:
                "already_done": s["already_done"], **{k: s[k] for k in (
                    "written", "failed", "too_long", "early_stopped", "generated_passes", "cached_passes", "tokens",
                    "truncated_passes", "unclosed_thinking_passes")},
-               "status": s["status"], "pass_status": s["pass_status"], "seconds": round(time.monotonic() - t0, 2)}
+               "status": s["status"], "pass_status": s["pass_status"], "no_verdict": no_verdict.get("proofs", 0),
+               "seconds": round(time.monotonic() - t0, 2)}
     print("judge summary: " + " ".join(f"{k}={_fmt(v)}" for k, v in summary.items()), flush=True)
+    if no_verdict:
+        why = ", ".join(f"{k}:{v}" for k, v in no_verdict.items() if k != "proofs")
+        print(f"judge: {no_verdict['proofs']} proofs got no verdict from any of their {cfg.judge.n} passes "
+              f"(pass status {why}); they count as rejected. Raise judge.max_tokens / endpoint.max_tokens or check "
+              f"the served model's output format", file=sys.stderr, flush=True)
     if s["failed"]:
         print(f"judge: {s['failed']} proofs not judged (request failures, see log); "
               "re-run the same command to resume", file=sys.stderr, flush=True)
     return summary
+
+
+def check_served_model(endpoint: EndpointConfig) -> None:
+    """A server that answers ``GET /models`` must serve ``endpoint.model``; else an error listing what it serves.
+
+    A server that does not answer is left to the run (its requests fail, are counted and the command says
+    to re-run it).
+    """
+    import requests
+
+    from training.preflight import served_models
+
+    for url in endpoint.urls:
+        try:
+            models = served_models(url, endpoint.resolved_api_key())
+        except (requests.RequestException, ValueError):
+            continue
+        if endpoint.model not in models:
+            raise ValueError(f"endpoint.model={endpoint.model!r} is not served at {url}; it serves: "
+                             f"{', '.join(map(str, models)) or 'nothing'}")
 
 
 def _fmt(v: Any) -> str:

@@ -120,6 +120,13 @@ def check_grpo_run(overrides: list[str], accelerate_file: str | None = None):
         return cfg
     assert cfg.data.source in ("jsonl", "processbench") and cfg.data.train_path, overrides
     assert not cfg.data.n_train and not cfg.data.n_eval
+    from training import ladder
+
+    ladder.check_variant_data(cfg)  # issue 27: each row its own variant's data
+    ladder.check_thinking(cfg)  # thinking budgets for a thinking policy
+    assert cfg.data.eval_path or not cfg.eval.enabled or cfg.data.source != "jsonl", f"no held-out data: {overrides}"
+    if cfg.data.root:
+        assert cfg.data.train_path == f"{cfg.data.root}/{cfg.data.variant}/trajectories.jsonl", overrides
     g = cfg.grpo
     if cfg.train:
         assert g.max_completion_length >= 1024 and g.max_steps >= 100 and g.save_total_limit, overrides
@@ -241,6 +248,28 @@ def check_grpo_sbatch(sbatch_opts: list[str], args: list[str], tmp: Path):
     return cfg
 
 
+def test_grpo_sbatch_on_four_nodes_uses_every_gpu(tmp_path):
+    """Issue 27: `grpo.sbatch` with DRY_RUN=1 on four 8-GPU nodes: meta-verifier TP x DP, generation TP x DP and
+    the trainers' ranks add up to all 32 GPUs, each role on its own nodes."""
+    steps = dry_run(SLURM / "grpo.sbatch", ["--nodes=4"], ["experiment=meta_ver_rl", "model=qwen3_8b",
+                                                            "data.root=/data/grpo", "output_dir=/scratch/runs/mvrl"], tmp_path)
+    serve = next(s for s in steps if "verifier.serve" in s)
+    gen = next(s for s in steps if "vllm-serve" in s)
+    train = next(s for s in steps if "accelerate launch" in " ".join(s))
+    kv = {w.split("=", 1)[0]: w.split("=", 1)[1] for w in serve if "=" in w and not w.startswith("-")}
+    meta_gpus = int(kv["tensor_parallel_size"]) * int(kv.get("data_parallel_size", 1))
+    gen_gpus = int(gen[gen.index("--tensor_parallel_size") + 1]) * int(gen[gen.index("--data_parallel_size") + 1])
+    i = train.index("-c")
+    _accel, n_machines, n_proc, *_ = train[i + 2:]
+    nodes = {"meta": {next(w for w in serve if w.startswith("--nodelist="))[11:]},
+             "gen": {next(w for w in gen if w.startswith("--nodelist="))[11:]},
+             "train": set(next(w for w in train if w.startswith("--nodelist="))[11:].split(","))}
+    assert sum(len(v) for v in nodes.values()) == len(set().union(*nodes.values())) == 4, nodes  # no node shared
+    assert meta_gpus == 8 and gen_gpus == 8 and int(n_machines) == 2 and int(n_proc) == 16
+    assert meta_gpus + gen_gpus + int(n_proc) == 4 * 8  # no idle GPU
+    assert "--reasoning-parser,qwen3" in " ".join(serve)  # the thinking meta-verifier's parser
+
+
 def check_sweep(args: list[str], tmp: Path, env_extra: dict | None = None):
     """Run launch/slurm/sweep.sh with a PYTHON that prints its arguments; check every job of the sweep."""
     import os
@@ -280,6 +309,10 @@ def check_grpo_sweep(overrides: list[str]):
 def check_command(cmd: str, tmp: Path) -> str:
     """Compose one written command; returns what it was checked as."""
     words = shlex.split(cmd)
+    env = {}
+    while re.match(r"^[A-Z_]+=", words[0]):  # VAR=value prefixes (the environment of a script)
+        k, _, v = words.pop(0).partition("=")
+        env[k] = v
     if words[:3] == ["python3", "-m", "venv"] or words[0] == "source":
         return "setup"
     if words[:2] == ["pip", "install"]:
@@ -329,8 +362,30 @@ def check_command(cmd: str, tmp: Path) -> str:
             check_serve(step[step.index("verifier.serve") + 1:])
             return "sbatch meta"
     if words[0] == "launch/slurm/sweep.sh":
-        check_sweep(words[1:], tmp)
+        cfgs = check_sweep(words[1:], tmp, env)
+        if "SWEEP_DIR" in env:  # the report reads where the sweep writes
+            assert {c.output_dir for c in cfgs} == {f"{env['SWEEP_DIR']}/{c.experiment_name}" for c in cfgs}
         return "sweep.sh"
+    if words[:2] == ["python", "-m"] and words[2] in ("data_pipeline.ingest", "data_pipeline.splits",
+                                                       "data_pipeline.grpo_dataset"):
+        from data_pipeline.grpo_dataset import GrpoDataConfig
+        from data_pipeline.ingest import IngestConfig
+        from data_pipeline.splits import SplitConfig
+
+        name, schema = {"data_pipeline.ingest": ("ingest", IngestConfig), "data_pipeline.splits": ("split", SplitConfig),
+                        "data_pipeline.grpo_dataset": ("grpo_data", GrpoDataConfig)}[words[2]]
+        c = _compose(name, schema, words[3:])
+        assert c.out, cmd
+        if name == "grpo_data":  # the layout data.root reads: ROOT/<variant>, held-out beside it
+            assert Path(c.out).name == c.variant and c.held_out == f"{Path(c.out).parent}/held_out.jsonl", cmd
+        return "data"
+    if words[:3] == ["python", "-m", "eval.verifierbench"]:
+        from eval.verifierbench import VerifierBenchConfig
+        from verifier.serve import RUN_SERVED_NAME
+
+        c = _compose("verifierbench", VerifierBenchConfig, words[3:])
+        assert c.verifier.model == RUN_SERVED_NAME and c.meta.endpoint.model == "meta-verifier", cmd
+        return "verifierbench"
     if words[:2] == ["trl", "vllm-serve"]:  # TRL's generation server: the policy and its parallelism
         assert words[words.index("--model") + 1], cmd
         if "--tensor_parallel_size" in words:
@@ -361,11 +416,32 @@ def test_the_written_commands_cover_every_kind(tmp_path):
 
 def test_sweep_script_defaults_build_accelerate_jobs(tmp_path):
     """sweep.sh with only the required values: profile=cluster, ZeRO-2, six jobs through accelerate launch."""
-    cfgs = check_sweep(["model=qwen3_8b", "data.train_path=/data/t.jsonl"], tmp_path)
+    cfgs = check_sweep(["model=qwen3_8b", "data.root=/data/grpo"], tmp_path)
     assert {c.launch.accelerate_config for c in cfgs} == {"launch/accelerate/zero2.yaml"}
-    cfgs = check_sweep(["model=qwen3_8b_full", "data.train_path=/data/t.jsonl"], tmp_path,
+    cfgs = check_sweep(["model=qwen3_8b_full", "data.root=/data/grpo"], tmp_path,
                        {"ACCEL_CONFIG": "launch/accelerate/zero3.yaml"})
     assert {c.launch.accelerate_config for c in cfgs} == {"launch/accelerate/zero3.yaml"}
+
+
+def test_sweep_jobs_generate_with_vllm_and_resume_when_requeued(tmp_path, monkeypatch):
+    """Issue 27 item 5 (what runs on CPU): the sweep's jobs use TRL's vLLM generation (colocate, on the jobs'
+    GPUs), the SLURM launcher requeues on timeout/preemption, and a (re)started job runs with resume=true."""
+    import subprocess as sp
+
+    from training import grpo
+
+    cfgs = check_sweep(["model=qwen3_8b", "data.root=/data/grpo"], tmp_path)
+    assert all(c.grpo.use_vllm and c.grpo.vllm_mode == "colocate" for c in cfgs)
+    launcher = _launcher(["hydra/launcher=slurm"])
+    assert launcher["max_num_timeout"] >= 1 and launcher["signal_delay_s"] >= 60
+    seen = []
+    monkeypatch.setattr(sp, "run", lambda cmd, **kw: seen.append(cmd) or sp.CompletedProcess(cmd, 0))
+    cfg = grpo.GRPORunConfig(overrides=["experiment=meta_ver_rl", "output_dir=/x/meta_ver_rl"])
+    grpo.launch_job(cfg, {"gpus_per_node": 8, "nodes": 1})
+    assert seen[0][-3:] == ["experiment=meta_ver_rl", "output_dir=/x/meta_ver_rl", "resume=true"]
+    seen.clear()
+    grpo.launch_job(grpo.GRPORunConfig(overrides=["resume=false"]), {"gpus_per_node": 8, "nodes": 1})
+    assert seen[0][-1] == "resume=false"  # an explicit choice is kept
 
 
 def test_submitit_job_command_is_accelerate_launch(tmp_path):

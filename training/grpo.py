@@ -61,6 +61,7 @@ class LoraSettings:
     alpha: int = 32
     dropout: float = 0.0
     target_modules: Any = "all-linear"  # or a list such as [q_proj, k_proj, v_proj, o_proj]
+    learning_rate: float | None = None  # LoRA's own learning rate (None: grpo.learning_rate); profile=cluster sets it
 
 
 @dataclass
@@ -85,7 +86,8 @@ class DataConfig:
     n_train: int | None = None  # cap on training records (None: all); profile=cpu_tiny caps it
     n_eval: int | None = None  # cap on held-out records (None: all)
     seed: int = 0
-    variant: str = "base"  # label of the Table 3 data ablation (base | extra_ann | pos_aug)
+    variant: str = "base"  # the Table 3 data ablation row (base | extra_ann | pos_aug): picks data.root's folder
+    root: str | None = None  # grpo_dataset layout: ROOT/<variant>/trajectories.jsonl + ROOT/held_out.jsonl (ladder)
     with_reference: bool = False
     prompt_template: str = "verify"  # verifier/prompts/<name>.j2 (verify_compact: short prompts for CPU runs)
     synthetic: dict[str, Any] = field(default_factory=dict)  # extra arguments of generate_synthetic
@@ -202,6 +204,8 @@ class GRPORunConfig:
     resume: bool = False
     smoke: bool = False  # a deliberate smoke run of a real model at toy sizes: the scale check only warns
     init_from: str | None = None  # start from this checkpoint/model instead of model.name_or_path (e.g. SFT)
+    evaluate_run: str | None = None  # train=false: evaluate this run dir's final weights (pess_ver: pos_aug's)
+    evaluate_run_wait_s: float = 0.0  # a parallel sweep: wait this long for that run to finish training
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
@@ -312,6 +316,9 @@ def raise_on_toy_values(model_path: str, bad: list[str], profile_hint: str = "pr
 
 def check_scale(cfg: GRPORunConfig) -> None:
     """Stop a real-model run that still has tiny-profile values, before loading data or the model."""
+    from training.ladder import resolve_data
+
+    resolve_data(cfg)  # data.root -> the row's own data.train_path / data.eval_path
     raise_on_toy_values(cfg.init_from or cfg.model.name_or_path, toy_values(cfg), smoke=cfg.smoke)
 
 
@@ -534,7 +541,7 @@ def grpo_config(cfg: GRPORunConfig, out: Path, reward_weights: list[float], repo
         gradient_accumulation_steps=g.gradient_accumulation_steps,
         num_generations=g.num_generations,
         max_completion_length=g.max_completion_length,
-        learning_rate=g.learning_rate,
+        learning_rate=(cfg.model.lora.learning_rate or g.learning_rate) if cfg.model.lora.enabled else g.learning_rate,
         lr_scheduler_type=g.lr_scheduler_type,
         warmup_steps=g.warmup_steps,
         beta=g.beta,
@@ -824,7 +831,11 @@ def run(cfg: GRPORunConfig) -> dict[str, Any]:
     """Train (unless ``train=false``) and evaluate one configuration; returns the metrics dict (main process)."""
     from verifier.results import flat_metrics, write_metrics
 
+    from training import ladder, preflight
+
     check_scale(cfg)  # a real model with tiny values stops here, before anything is loaded or written
+    ladder.prepare(cfg)  # per-variant data, held-out data present (training/ladder.py)
+    preflight.check(cfg)  # vLLM configs and served endpoints (training/preflight.py)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -833,6 +844,10 @@ def run(cfg: GRPORunConfig) -> dict[str, Any]:
     wb = init_wandb(cfg, out, is_main)
     train_trajs, eval_trajs = load_trajectories_for(cfg.data)
     log.info("%s: %d training and %d held-out trajectories", cfg.experiment_name, len(train_trajs), len(eval_trajs))
+    if cfg.eval.enabled and not eval_trajs:
+        raise ladder.LadderConfigError(f"{cfg.experiment_name}: no held-out trajectories (data.eval_path="
+                                       f"{cfg.data.eval_path}); the run would write no metrics. Fix the data or "
+                                       f"set eval.enabled=false")
     summary: dict[str, Any] = {"experiment": cfg.experiment_name, "run_name": run_name(cfg),
                                "n_train": len(train_trajs), "n_eval": len(eval_trajs)}
     if cfg.train:
@@ -845,6 +860,9 @@ def run(cfg: GRPORunConfig) -> dict[str, Any]:
             (out / "train_log.json").write_text(json.dumps(tsum["log_history"], indent=1))
             # Always on disk, also with eval.enabled=false: reward-judge counts, grades, steps.
             (out / "train_summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    elif cfg.evaluate_run:  # pess_ver: another row's final weights, judged with its own eval.*
+        model_dir = str(ladder.wait_for_run(cfg.evaluate_run, cfg.evaluate_run_wait_s))
+        summary["evaluated_run"] = {"dir": str(cfg.evaluate_run), "weights": model_dir}
     else:  # the `base` row: the initial model, evaluated as it is
         model_dir = ensure_model(cfg.init_from or cfg.model.name_or_path)
     metrics: dict[str, Any] = {}
@@ -959,7 +977,10 @@ def launch_job(cfg: GRPORunConfig, launcher: dict[str, Any]) -> None:
 
         job_env = submitit.JobEnvironment()
         rank, hosts = job_env.node, list(job_env.hostnames)
-    cmd = build_job_command(cfg.launch, cfg.overrides, launcher, node_rank=rank, hostnames=hosts)
+    overrides = list(cfg.overrides)
+    if not any(o.lstrip("+~").startswith("resume=") for o in overrides):
+        overrides.append("resume=true")  # a requeued job (timeout, preemption) continues from its last checkpoint
+    cmd = build_job_command(cfg.launch, overrides, launcher, node_rank=rank, hostnames=hosts)
     print("submitit job: " + " ".join(cmd), flush=True)
     code = subprocess.run(cmd, cwd=os.getcwd()).returncode
     if code != 0:
@@ -975,6 +996,9 @@ def main() -> None:
         launcher = _submitit_launcher()
         if launcher is not None:  # a sweep job: the same run, started by accelerate with the configured file
             check_scale(cfg)  # fail in the job before starting processes
+            from training import ladder
+
+            ladder.prepare(cfg)
             launch_job(cfg, launcher)
             return
         run(cfg)

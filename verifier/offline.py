@@ -70,6 +70,30 @@ class OfflineConfig:
     extra_body: dict[str, Any] = field(default_factory=dict)  # {"structured_outputs": {...}} as on the server
 
 
+def llm_kwargs(cfg: OfflineConfig) -> dict[str, Any]:
+    """The ``vllm.LLM`` / ``EngineArgs`` keyword arguments of an offline config (also validated by
+    ``training.preflight`` before any weights load)."""
+    kw: dict[str, Any] = {
+        "model": str(cfg.model), "dtype": cfg.dtype,
+        "seed": cfg.seed, "enforce_eager": cfg.enforce_eager,
+        "enable_chunked_prefill": cfg.enable_chunked_prefill, "trust_remote_code": cfg.trust_remote_code,
+        "tensor_parallel_size": cfg.tensor_parallel_size,
+    }
+    if cfg.max_model_len:
+        kw["max_model_len"] = cfg.max_model_len
+    if cfg.kv_cache_memory_bytes is not None:
+        kw["kv_cache_memory_bytes"] = parse_bytes(cfg.kv_cache_memory_bytes)
+    if cfg.max_num_batched_tokens:
+        kw["max_num_batched_tokens"] = cfg.max_num_batched_tokens
+    if cfg.max_num_seqs:
+        kw["max_num_seqs"] = cfg.max_num_seqs
+    if cfg.gpu_memory_utilization is not None:
+        kw["gpu_memory_utilization"] = cfg.gpu_memory_utilization
+    if cfg.lora_modules:
+        kw.update(enable_lora=True, max_lora_rank=cfg.max_lora_rank)
+    return kw
+
+
 class VLLMOfflineEngine:
     """``vllm.LLM`` behind the ``Engine`` interface: ``generate``/``agenerate`` -> ``n`` completions per request."""
 
@@ -92,25 +116,7 @@ class VLLMOfflineEngine:
     def _build(self):
         from vllm import LLM
 
-        kw: dict[str, Any] = {
-            "model": str(self.cfg.model), "dtype": self.cfg.dtype,
-            "seed": self.cfg.seed, "enforce_eager": self.cfg.enforce_eager,
-            "enable_chunked_prefill": self.cfg.enable_chunked_prefill, "trust_remote_code": self.cfg.trust_remote_code,
-            "tensor_parallel_size": self.cfg.tensor_parallel_size,
-        }
-        if self.cfg.max_model_len:
-            kw["max_model_len"] = self.cfg.max_model_len
-        if self.cfg.kv_cache_memory_bytes is not None:
-            kw["kv_cache_memory_bytes"] = parse_bytes(self.cfg.kv_cache_memory_bytes)
-        if self.cfg.max_num_batched_tokens:
-            kw["max_num_batched_tokens"] = self.cfg.max_num_batched_tokens
-        if self.cfg.max_num_seqs:
-            kw["max_num_seqs"] = self.cfg.max_num_seqs
-        if self.cfg.gpu_memory_utilization is not None:
-            kw["gpu_memory_utilization"] = self.cfg.gpu_memory_utilization
-        if self.cfg.lora_modules:
-            kw.update(enable_lora=True, max_lora_rank=self.cfg.max_lora_rank)
-        return LLM(**kw)
+        return LLM(**llm_kwargs(self.cfg))
 
     def prompt_ids(self, req: GenerationRequest) -> list[int]:
         """The prompt's token ids, rendered as the OpenAI-compatible server renders a chat request."""

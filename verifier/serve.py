@@ -45,7 +45,11 @@ class ServeConfig:  # mirrored by configs/serving/serve.yaml
     """Options of one vLLM OpenAI-compatible server (see docs/cluster.md for GPU values)."""
 
     model: str = "artifacts/tiny-model"
-    served_model_name: str | None = None  # default: the model path
+    served_model_name: str | None = None  # default: the model path (run_dir: RUN_SERVED_NAME)
+    # A GRPO/SFT run directory (``resolve_run_dir``): its merged weights (final_merged/, else final/), or with
+    # lora=true the base model plus the final/ adapter under served_model_name; replaces `model`.
+    run_dir: str | None = None
+    lora: bool = False
     host: str = "127.0.0.1"
     port: int = 8000
     api_key: str | None = None  # or env VERIFIER_API_KEY
@@ -72,6 +76,39 @@ class ServeConfig:  # mirrored by configs/serving/serve.yaml
     log_file: str | None = None
     startup_timeout_s: float = 300.0
     omp_num_threads: int | None = None  # CPU threads for the engine (tests: 1)
+
+
+RUN_SERVED_NAME = "verifier"  # the name the examples and eval.* configs call a served trained verifier by
+
+
+def resolve_run_dir(cfg: ServeConfig) -> ServeConfig:
+    """``run_dir=DIR`` -> the model (and LoRA adapter) to serve, named ``verifier`` unless named otherwise.
+
+    A full fine-tuning run serves ``DIR/final``; a LoRA run ``DIR/final_merged`` (what training wrote for
+    vLLM), or with ``lora=true`` the base model (``adapter_config.json``'s ``base_model_name_or_path``) plus
+    the ``DIR/final`` adapter served under the name. Raises naming what is missing.
+    """
+    import dataclasses
+
+    if not cfg.run_dir:
+        return cfg
+    run = Path(cfg.run_dir)
+    final, merged = run / "final", run / "final_merged"
+    name = cfg.served_model_name or RUN_SERVED_NAME
+    adapter = final / "adapter_config.json"
+    if adapter.exists() and cfg.lora:
+        base = json.loads(adapter.read_text()).get("base_model_name_or_path")
+        if not base:
+            raise ValueError(f"run_dir={run}: {adapter} names no base_model_name_or_path")
+        rank = int(json.loads(adapter.read_text()).get("r") or cfg.max_lora_rank)
+        return dataclasses.replace(cfg, model=base, served_model_name=None, lora_modules={name: str(final)},
+                                   max_lora_rank=max(cfg.max_lora_rank, rank))
+    for d in (merged, final):
+        if (d / "config.json").exists():
+            return dataclasses.replace(cfg, model=str(d), served_model_name=name)
+    raise ValueError(f"run_dir={run}: no final weights (final/config.json, final_merged/config.json"
+                     f"{' or a LoRA adapter in final/ with lora=true' if not adapter.exists() else ''}); "
+                     f"did the run finish training?")
 
 
 def server_args(cfg: ServeConfig) -> list[str]:
@@ -236,6 +273,7 @@ def main() -> None:
         # Ctrl-C stops the server even when the wrapper inherited SIGINT ignored (a `cmd &` of a
         # non-interactive shell, some test runners' workers): seen as a wrapper that never stopped
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        cfg = resolve_run_dir(cfg)
         server = VLLMServer(cfg)
         pid_file = Path(os.environ.get("VERIFIER_SERVE_PIDFILE", f".serve-{cfg.port}.pid"))
         try:
