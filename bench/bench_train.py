@@ -17,7 +17,9 @@ is left out, like its start-up), the Trainer's steps per second over all steps, 
 ``colocate_vs_hf`` = HF step time / colocate step time, steps 2.. (> 1: colocate is faster). The machine is
 shared and timings are noisy: repeat the run and report the spread (docs/training.md).
 
-Options ``key=value``: ``steps`` (5), ``lengths`` (112,256; ascending), ``batch`` (16), ``zero3`` (true).
+Writes ``runs/bench_train/{report.json,phases.png}`` (stacked phase times per budget and path).
+Options ``key=value``: ``steps`` (5), ``lengths`` (112,256; ascending), ``batch`` (16), ``zero3`` (true),
+``out`` (runs/bench_train).
 Last line, exactly: ``colocate_vs_hf=<r> zero3_steps=<n> ranks=<ranks that stepped>`` (r at the last budget).
 """
 
@@ -89,11 +91,37 @@ def _phase_table(title: str, runs: dict[str, dict]) -> list[str]:
     return lines
 
 
+def plot_phases(report: dict[str, dict[str, dict]], path: Path) -> None:
+    """Stacked bars: mean seconds per GRPO step by phase, one bar per budget and generation path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bars = [(f"{length} tok\n{name}", run["phases"]) for length, runs in report.items() for name, run in runs.items()]
+    fig, ax = plt.subplots(figsize=(9, 0.55 * len(bars) + 1.5))
+    left = [0.0] * len(bars)
+    for p in phase_times.PHASES + ("other",):
+        w = [ph.get(f"phase/{p}_s", {}).get("mean", 0.0) for _, ph in bars]
+        ax.barh(range(len(bars)), w, left=left, label=p)
+        left = [a + b for a, b in zip(left, w)]
+    ax.set_yticks(range(len(bars)), [b[0] for b in bars])
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds per GRPO step (mean over steps 2..)")
+    ax.set_title("GRPO step phases: HF generate vs TRL vLLM colocate (tiny model, CPU)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv: list[str]) -> None:
     opts = dict(a.split("=", 1) for a in argv)
-    unknown = set(opts) - {"steps", "lengths", "batch", "zero3"}
+    unknown = set(opts) - {"steps", "lengths", "batch", "zero3", "out"}
     if unknown:
-        sys.exit(f"[bench-train] unknown option(s) {sorted(unknown)}; options: steps, lengths, batch, zero3")
+        sys.exit(f"[bench-train] unknown option(s) {sorted(unknown)}; options: steps, lengths, batch, zero3, out")
+    out = Path(opts.get("out", "runs/bench_train"))
     steps = int(opts.get("steps", 5))
     lengths = [int(x) for x in opts.get("lengths", "112,256").split(",")]
     batch = int(opts.get("batch", 16))
@@ -104,6 +132,7 @@ def main(argv: list[str]) -> None:
     from verifier.tiny_model import TinyModelConfig, build
 
     table: list[str] = []
+    report: dict[str, dict[str, dict]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
         tmp = Path(tmp)
         model = build(TinyModelConfig(out=str(tmp / "tiny")))
@@ -129,11 +158,17 @@ def main(argv: list[str]) -> None:
                      "--main_process_port", str(_free_port()), "training/grpo.py", *common, f"output_dir={d / 'z3'}"],
                     d / "z3")
             # steady state: mean step time over steps 2.. (step 1 carries vLLM's one-off torch.compile)
+            report[str(length)] = runs
             ratio[length] = hf["phases"]["phase/step_s"]["mean"] / colo["phases"]["phase/step_s"]["mean"]
             table += ["", *_phase_table(f"{length}-token budget (s/step)", runs),
                       f"{'  colocate_vs_hf, steps 2..':30s}{ratio[length]:>16.2f}",
                       f"{'  colocate_vs_hf, all steps':30s}{colo['steps_per_s'] / hf['steps_per_s']:>16.2f}"]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps({"steps": steps, "batch": batch, "runs": report,
+                                                 "colocate_vs_hf": ratio}, indent=1))
+    plot_phases(report, out / "phases.png")
     print("\n".join(table))
+    print(f"wrote {out / 'report.json'}, {out / 'phases.png'}")
     print(f"(tiny model, {steps} steps, {batch} completions per step and rank ({batch // 4} prompts x 4), "
           f"phase times: mean over steps 2-{steps}, this rank's clock; steps/s: the Trainer's, all steps)")
     if zero3:
