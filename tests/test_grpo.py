@@ -48,7 +48,8 @@ def test_smoke_accelerate_launch_writes_checkpoint_metrics_and_offline_wandb(tmp
     steps = [h for h in hist if "rewards/meta/mean" in h]
     assert len(steps) == 4
     for key in ("meta/judge_latency_s", "meta/batch_parse_failure_rate", "meta/grade_frac/UNPARSEABLE",
-                "rewards/rough_reward/mean", "rewards/format_reward/mean", "rough/parse_failure_rate"):
+                "rewards/rough_reward/mean", "rewards/format_reward/mean", "rough/parse_failure_rate",
+                "phase/generation_s", "phase/reward_s", "phase/backward_s", "phase/step_s"):
         assert key in steps[0], key
     # held-out metrics in the eval.score layout, from VerifierBench on DIR/final
     m = json.loads((out / "metrics.json").read_text())
@@ -67,6 +68,7 @@ def test_smoke_accelerate_launch_writes_checkpoint_metrics_and_offline_wandb(tmp
     assert "meta_grade" in cols and "meta_rationale" in cols
     log = next(runs[0].glob("run-*.wandb")).read_bytes()  # config and run name are in the offline run log
     assert b"experiment_name" in log and b"smoke" in log
+    assert b"phase/generation_s" in log and b"phase/weight_sync_s" in log  # step phase times reach W&B
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["experiment_name"] == "smoke" and cfg["grpo"]["max_steps"] == 4
 

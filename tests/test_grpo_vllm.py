@@ -109,6 +109,8 @@ def test_colocate_vllm_generates_with_the_trained_weights(tmp_path, tiny_model):
     r = json.loads((out / "sync.json").read_text())
     steps = [h for h in r["log"] if "loss" in h]
     assert len(steps) == 2
+    # phase times (training/phase_times.py): the vLLM weight sync is timed, step 1 included (TRL syncs first)
+    assert all(h["phase/weight_sync_s"] > 0 and h["phase/generation_s"] > 0 for h in steps)
     assert r["checkpoint1"] != r["init"], "the first step did not change greedy output (learning rate too small?)"
     assert r["vllm_after_step1"] == r["checkpoint1"]  # vLLM generated step 2 with the step-1 weights
     assert r["final"] != r["init"]

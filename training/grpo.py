@@ -676,6 +676,9 @@ def build_trainer(cfg: GRPORunConfig, out: Path, train_trajs, report_wandb: bool
                           callbacks=[rank_log_callback(out, funcs)])
     if cfg.grpo.use_vllm and cfg.grpo.vllm_mode == "colocate":
         _cpu_colocate_weight_sync(trainer)
+    from training import phase_times
+
+    phase_times.install(trainer)  # phase/<generation|weight_sync|reward|...>_s in every log line (and W&B)
     return trainer, funcs, peft_config, tokenizer
 
 
