@@ -99,15 +99,10 @@ def _overrides(argv: list[str], cfg: BenchConfig) -> BenchConfig:
 
 def paired_delta_ci(before: list[float], after: list[float], n: int = 1000, seed: int = 0,
                     level: float = 0.95) -> tuple[float, float, float]:
-    """Mean of after - before and its percentile bootstrap CI over records (paired)."""
-    import numpy as np
+    """Mean of after - before and its percentile bootstrap CI over records (paired; ``eval.stats``)."""
+    from eval.stats import paired_delta_ci as ci
 
-    d = np.asarray(after, float) - np.asarray(before, float)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(d), size=(n, len(d)))
-    means = d[idx].mean(axis=1)
-    a = (1 - level) / 2
-    return float(d.mean()), float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
+    return ci(before, after, n, seed, level)
 
 
 def mean_ci(values: list[float], n: int = 1000, seed: int = 0) -> tuple[float, float, float]:
