@@ -279,6 +279,8 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"only {len(gold)} held-out records left after removing training problems: raise n_eval")
     from verifier.io import write_jsonl
 
+    if not cfg.init_from:  # a later run can start from this warm start: init_from=OUT/sft/final exclude_problems_of=this
+        write_jsonl(out / "sft_train.jsonl", sft_trajs)
     write_jsonl(out / "grpo_train.jsonl", grpo_trajs)
     write_jsonl(out / "held_out.jsonl", gold)  # every model is judged on exactly these records
     run_data = DataConfig(source="jsonl", train_path=str(out / "grpo_train.jsonl"), eval_path=str(out / "held_out.jsonl"),
