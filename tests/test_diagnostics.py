@@ -13,7 +13,10 @@ def test_kl_to_init_is_zero_at_the_warm_start_and_grows_as_the_policy_moves(tiny
 
     from training.diagnostics import KLToInit
 
+    from trl.trainer.utils import add_fused_lm_head
+
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    add_fused_lm_head(model, temperature=1.0)  # what GRPOTrainer does to the policy (a closure over this model)
     tok = AutoTokenizer.from_pretrained(tiny_model)
     prompts = [[{"role": "user", "content": f"Verify: {i} + 1 = {i + 1}"}] for i in range(3)]
     trainer = SimpleNamespace(model=model, processing_class=tok, train_dataset=[{"prompt": p} for p in prompts],

@@ -38,6 +38,9 @@ class KLToInit:
         self.trainer = trainer
         model = trainer.accelerator.unwrap_model(trainer.model)
         self.ref = copy.deepcopy(model).eval()
+        # TRL patches the policy's forward with a closure over the ORIGINAL model (trl.trainer.utils.add_fused_lm_head);
+        # deepcopy keeps that closure, so the copy would run the policy: drop it, the class's forward is the model's own
+        self.ref.__dict__.pop("forward", None)
         for p in self.ref.parameters():
             p.requires_grad_(False)
         tok = trainer.processing_class
@@ -72,13 +75,15 @@ class KLToInit:
         total, count = 0.0, 0
         with torch.no_grad():
             for ids, start in self.batches:
-                lp = torch.log_softmax(model(ids).logits[0, start - 1:-1].float(), -1)
-                lq = torch.log_softmax(self.ref(ids).logits[0, start - 1:-1].float(), -1)
+                lp = torch.log_softmax(_logits(model, ids)[0, start - 1:-1].float(), -1)
+                lq = torch.log_softmax(_logits(self.ref, ids)[0, start - 1:-1].float(), -1)
                 total += float((lq.exp() * (lq - lp)).sum())
                 count += lp.shape[0]
         if was_training:
             model.train()
-        return total / max(1, count)
+        if not count:
+            raise RuntimeError("kl_to_init: no warm-start samples to measure on")
+        return total / count
 
     def callback(self):
         """The ``TrainerCallback`` that adds ``kl_to_init`` to the step's metrics before TRL logs them."""
@@ -95,6 +100,11 @@ class KLToInit:
                     metrics["train"]["kl_to_init"].append(outer.value())
 
         return _KL()
+
+
+def _logits(model: Any, ids: Any) -> Any:
+    """Full-vocabulary logits from the model class's own forward (not TRL's fused-LM-head patch)."""
+    return type(model).forward(model, input_ids=ids).logits
 
 
 def attach_kl_to_init(trainer: Any, n: int, seed: int = 0) -> KLToInit | None:
