@@ -80,8 +80,8 @@ class DemoConfig:
     grpo_max_completion_length: int = 112
     grpo_learning_rate: float = 1e-4
     grpo_beta: float = 0.0
-    grpo_temperature: float = 1.0
-    grpo_format_weight: float = 0.5
+    grpo_temperature: float = 0.5  # the evaluation temperature (issue 23 diagnosis, docs/training.md)
+    grpo_format_weight: float = 0.0
     eval_n: int = 8
     eval_temperature: float = 0.5
     processbench_split: str = "gsm8k"
@@ -305,7 +305,8 @@ def pipeline(cfg: DemoConfig) -> Path:
             f"grpo.max_steps={cfg.grpo_steps}", f"grpo.save_steps={cfg.grpo_steps}",
             f"grpo.per_device_train_batch_size={cfg.grpo_batch_size}", f"grpo.num_generations={cfg.grpo_num_generations}",
             f"grpo.max_completion_length={cfg.grpo_max_completion_length}", f"grpo.learning_rate={cfg.grpo_learning_rate}",
-            f"grpo.beta={cfg.grpo_beta}", f"grpo.temperature={cfg.grpo_temperature}", "grpo.logging_steps=2",
+            f"grpo.beta={cfg.grpo_beta}", f"grpo.temperature={cfg.grpo_temperature}", "grpo.logging_steps=1",
+            "grpo.kl_to_init_samples=8",
             f"grpo.seed={cfg.seed}", "eval.enabled=false"],
             {"trained verifier": f"{d['grpo']}/final", "train log": f"{d['grpo']}/train_log.json",
              "completions": f"{d['grpo']}/completions", "W&B offline run": f"{d['grpo']}/wandb"})

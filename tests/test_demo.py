@@ -192,7 +192,7 @@ def test_every_command_composes(recorded, index):
         assert cfg.verifiers[0].extra_body["structured_outputs"]["regex"] == synthetic_verdict_regex(95, 3)
     if app == "training/grpo.py":
         assert cfg.experiment_name == "meta_ver_rl" and cfg.reward.components.get("meta") == 1.0
-        assert cfg.reward.meta_judge == "rule" and cfg.reward.components.get("format") == 0.5
+        assert cfg.reward.meta_judge == "rule" and cfg.reward.components.get("format") == demo.DemoConfig().grpo_format_weight
         assert cfg.grpo.learning_rate == demo.DemoConfig().grpo_learning_rate
         assert cfg.data.source == "jsonl" and cfg.eval.enabled is False
     if app == "eval.verifierbench":
