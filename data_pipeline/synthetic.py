@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from verifier.parser import format_verification, parse_verification
+from verifier.parser import format_verification
 from data_pipeline.importers import problem_id_of
 from verifier.records import NO_STEP, Annotation, ProofTrajectory, Verdict
 
@@ -481,6 +481,7 @@ def with_noisy_steps(trajs: list[ProofTrajectory], fraction: float, seed: int = 
     right more often than the step, so a reward that grades the step (Meta-Ver-RL) has something to teach
     that polarity alone (Rough-RL) does not. Returns (copies, how many targets were moved).
 
+    >>> from verifier.parser import parse_verification
     >>> t = generate_synthetic(40, seed=1, min_steps=6, max_steps=8, recoverable_rate=0.0)
     >>> noisy, n = with_noisy_steps(t, 1.0)
     >>> n == sum(not x.annotation.is_valid for x in t) and n > 0

@@ -10,10 +10,9 @@ import pytest
 def test_kl_to_init_is_zero_at_the_warm_start_and_grows_as_the_policy_moves(tiny_model):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl.trainer.utils import add_fused_lm_head
 
     from training.diagnostics import KLToInit
-
-    from trl.trainer.utils import add_fused_lm_head
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
     add_fused_lm_head(model, temperature=1.0)  # what GRPOTrainer does to the policy (a closure over this model)
