@@ -16,7 +16,8 @@ each saved checkpoint, graded by ``RuleMetaVerifier``, scored by ``eval.metrics`
 
 Writes ``runs/bench_learning/{report.json,report.md,learning.png}``. Options as ``key=value``
 (see ``BenchConfig``). Last line, exactly:
-``reward_before=<r> reward_after=<r> delta_ci_low=<r> meta_vs_rough_meta_f1=<d> meta_vs_rough_ci_low=<l>``.
+``reward_before=<r> reward_after=<r> delta_ci_low=<r> meta_vs_rough_meta_f1=<d> meta_vs_rough_ci_low=<l>
+loc_acc_meta_vs_rough=<d>`` (one line).
 """
 
 from __future__ import annotations
@@ -60,21 +61,23 @@ class BenchConfig:
     error_delta_min: int = 10  # planted wrong values 10-20 off (the demo's obvious errors)
     error_delta_max: int = 20
     # SFT warm start (shared by every arm)
-    sft_steps: int = 500
+    sft_steps: int = 150  # a warm start with headroom (500: the ceiling, ~92-97 BF1; docs/training.md, issue 23)
     sft_batch: int = 16
     sft_lr: float = 3e-3
     style: str = "check"
+    sft_step_noise: float = 0.0  # fraction of invalid SFT targets naming a step 2-3 away (synthetic.with_noisy_steps)
     init_from: str = ""  # an existing SFT warm start (e.g. runs/demo/sft/final) instead of building and training one
     exclude_problems_of: str = ""  # trajectory JSONL (e.g. that warm start's training data): its problems leave the held-out set
     # GRPO (the same budget for both arms)
-    grpo_steps: int = 12
+    grpo_steps: int = 16
     grpo_batch: int = 16  # completions per step (B x G)
     num_generations: int = 4
     grpo_lr: float = 1e-4
-    format_weight: float = 0.5  # format component added to both rewards (composable weights)
+    format_weight: float = 0.0  # format component added to both rewards; 0 (diagnosis: at 0.5 it rewarded short answers)
     beta: float = 0.0  # KL coefficient to the SFT model (0: no reference model, cheaper)
     max_completion_length: int = 112  # the longest check-style gold text is ~90 tokens
-    temperature: float = 1.0
+    temperature: float = 0.5  # the evaluation temperature (diagnosis: at 1.0 a third of samples did not parse)
+    kl_to_init_samples: int = 8  # fixed warm-start samples for kl_to_init (the KL to the warm start at beta 0)
     # evaluation: 8-pass pessimistic judging (section 4.4), rule meta-verifier
     eval_passes: int = 8
     eval_temperature: float = 0.5
@@ -96,15 +99,10 @@ def _overrides(argv: list[str], cfg: BenchConfig) -> BenchConfig:
 
 def paired_delta_ci(before: list[float], after: list[float], n: int = 1000, seed: int = 0,
                     level: float = 0.95) -> tuple[float, float, float]:
-    """Mean of after - before and its percentile bootstrap CI over records (paired)."""
-    import numpy as np
+    """Mean of after - before and its percentile bootstrap CI over records (paired; ``eval.stats``)."""
+    from eval.stats import paired_delta_ci as ci
 
-    d = np.asarray(after, float) - np.asarray(before, float)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(d), size=(n, len(d)))
-    means = d[idx].mean(axis=1)
-    a = (1 - level) / 2
-    return float(d.mean()), float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
+    return ci(before, after, n, seed, level)
 
 
 def mean_ci(values: list[float], n: int = 1000, seed: int = 0) -> tuple[float, float, float]:
@@ -128,6 +126,53 @@ def record_counts(gold, predictions_jsonl: Path):
     if missing:
         raise SystemExit(f"{predictions_jsonl}: no prediction for {len(missing)} held-out records, e.g. {missing[0]!r}")
     return np.array([record_row(t, preds[t.id]) for t in gold], dtype=float)
+
+
+def localisation_rows(gold, predictions_jsonl: Path):
+    """Per-record [rejected invalid proof, its first-error step exact] indicators (section 5.4's localisation)."""
+    import numpy as np
+
+    from eval.metrics import Prediction
+    from verifier.io import read_jsonl
+    from verifier.records import Verdict
+
+    preds = {str(r["id"]): Prediction.from_dict(r) for r in read_jsonl(predictions_jsonl)}
+    rows = []
+    for t in gold:
+        p = preds[t.id]
+        rejected = (not t.annotation.is_valid) and p.verdict is Verdict.INVALID
+        rows.append([int(rejected), int(rejected and p.first_error_step == t.annotation.first_fatal_error_step)])
+    return np.array(rows, dtype=float)
+
+
+def ratio_delta_ci(gold, a_seeds, b_seeds, n: int, seed: int, num: int = 1, den: int = 0, level: float = 0.95):
+    """sum(num)/sum(den) of arm A minus arm B over (seed, record) rows, with a bootstrap CI that resamples
+    problems (the same for both arms) and, per arm, the training seeds (as ``meta_f1_delta_ci``)."""
+    import numpy as np
+
+    from eval.stats import percentile_ci, safe_ratio
+
+    pids = sorted({t.problem_id for t in gold})
+    idx = np.array([pids.index(t.problem_id) for t in gold])
+
+    def per_problem(seeds):
+        out = np.zeros((len(seeds), len(pids), seeds[0].shape[1]))
+        for s, rows in enumerate(seeds):
+            np.add.at(out[s], idx, rows)
+        return out
+
+    def ratio(sums):
+        return safe_ratio(sums[..., num], sums[..., den])
+
+    A, B = per_problem(a_seeds), per_problem(b_seeds)
+    point = float(ratio(A.sum((0, 1))) - ratio(B.sum((0, 1))))
+    rng = np.random.default_rng(seed)
+    P = rng.integers(0, len(pids), size=(n, len(pids)))
+    sa = rng.integers(0, len(A), size=(n, len(A)))
+    sb = rng.integers(0, len(B), size=(n, len(B)))
+    lo, hi = percentile_ci(ratio(A[sa[:, :, None], P[:, None, :]].sum((1, 2)))
+                           - ratio(B[sb[:, :, None], P[:, None, :]].sum((1, 2))), level)
+    return point, lo, hi
 
 
 def pooled_metrics(gold, per_seed, spec) -> dict[str, Any]:
@@ -234,6 +279,8 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"only {len(gold)} held-out records left after removing training problems: raise n_eval")
     from verifier.io import write_jsonl
 
+    if not cfg.init_from:  # a later run can start from this warm start: init_from=OUT/sft/final exclude_problems_of=this
+        write_jsonl(out / "sft_train.jsonl", sft_trajs)
     write_jsonl(out / "grpo_train.jsonl", grpo_trajs)
     write_jsonl(out / "held_out.jsonl", gold)  # every model is judged on exactly these records
     run_data = DataConfig(source="jsonl", train_path=str(out / "grpo_train.jsonl"), eval_path=str(out / "held_out.jsonl"),
@@ -249,6 +296,12 @@ def main(argv: list[str] | None = None) -> None:
         sft_model = model_dir
         print(f"[bench-learning] SFT warm start: {sft_model} (init_from; no SFT run)", flush=True)
     else:
+        if cfg.sft_step_noise:
+            from data_pipeline.synthetic import with_noisy_steps
+
+            sft_trajs, moved = with_noisy_steps(sft_trajs, cfg.sft_step_noise, seed=cfg.seed)
+            print(f"[bench-learning] noisier SFT targets: {moved} of {len(sft_trajs)} name a first error step "
+                  "2-3 steps off", flush=True)
         sft_model = sft_train(sft_cfg, sft_trajs)
         tick("SFT", t0)
 
@@ -265,16 +318,19 @@ def main(argv: list[str] | None = None) -> None:
                               num_generations=cfg.num_generations, max_completion_length=cfg.max_completion_length,
                               learning_rate=cfg.grpo_lr, temperature=cfg.temperature, save_steps=10_000,
                               beta=cfg.beta, gradient_accumulation_steps=1, warmup_steps=0, bf16=False,
-                              logging_steps=2, seed=seed, log_completions=False),
+                              logging_steps=1, seed=seed, log_completions=False,
+                              kl_to_init_samples=cfg.kl_to_init_samples),
             eval=ev, wandb=WandbSettings(enabled=False))
 
     fmt = {"format": cfg.format_weight} if cfg.format_weight else {}
     arms = {"rough_rl": {**fmt, "rough": 1.0, "meta": 0.0}, "meta_ver_rl": {**fmt, "meta": 1.0}}
     runs: dict[str, list[dict[str, Any]]] = {}  # arm -> one metrics dict per seed
     counts: dict[str, list[Any]] = {}  # arm -> one [records, COLUMNS] array per seed
+    locs: dict[str, list[Any]] = {}  # arm -> one [records, (rejected invalid, step exact)] array per seed
     t0 = time.monotonic()
     m = run(run_cfg("base", False, {"meta": 1.0}, cfg.seed))
     runs["base"], counts["base"] = [m], [record_counts(gold, out / "base" / "heldout" / "judgments.jsonl")]
+    locs["base"] = [localisation_rows(gold, out / "base" / "heldout" / "judgments.jsonl")]
     tick("base = SFT warm start (eval)", t0)
     for seed in seeds:
         for arm, comps in arms.items():
@@ -283,6 +339,7 @@ def main(argv: list[str] | None = None) -> None:
             m = run(run_cfg(name, True, comps, seed))
             runs.setdefault(arm, []).append(m)
             counts.setdefault(arm, []).append(record_counts(gold, out / name / "heldout" / "judgments.jsonl"))
+            locs.setdefault(arm, []).append(localisation_rows(gold, out / name / "heldout" / "judgments.jsonl"))
             tick(f"{name} (GRPO + eval)", t0)
 
     spec = BootstrapSpec(n=cfg.bootstrap_n, seed=cfg.seed)
@@ -296,13 +353,23 @@ def main(argv: list[str] | None = None) -> None:
                      "delta_vs_sft": paired_delta_ci(before, per_record, cfg.bootstrap_n, cfg.seed),
                      **{k: (pooled[k]["value"], *(pooled[k]["ci"] or [None, None])) for k in METRICS},
                      "per_seed_meta_bf1": [r["meta.balanced_f1"]["value"] for r in runs[name]],
+                     "loc_acc": float(sum(x[:, 1].sum() for x in locs[name]) / max(1, sum(x[:, 0].sum()
+                                                                                          for x in locs[name]))),
+                     "per_seed_reward_delta": [paired_delta_ci(before, r["per_record_reward"], cfg.bootstrap_n,
+                                                               cfg.seed) for r in runs[name]],
                      "parse_failure_rate": sum(r["parse_failure_rate"] for r in runs[name]) / len(runs[name])})
     d_meta = meta_f1_delta_ci(gold, counts["meta_ver_rl"], counts["rough_rl"], cfg.bootstrap_n, cfg.seed)
+    d_loc = ratio_delta_ci(gold, locs["meta_ver_rl"], locs["rough_rl"], cfg.bootstrap_n, cfg.seed)
     report = {"config": dataclasses.asdict(cfg), "timings_s": timings, "rows": rows,
-              "meta_vs_rough_meta_bf1": d_meta,
+              "meta_vs_rough_meta_bf1": d_meta, "meta_vs_rough_loc_acc": d_loc,
               "train_logs": {f"{a}/seed{s}": _reward_curve(out / a / f"seed{s}") for a in arms for s in seeds}}
+    from training.diagnostics import plot_train_logs, summarize
+
+    hists = {f"{a}/seed{s}": _train_log(out / a / f"seed{s}") for a in arms for s in seeds}
+    report["diagnosis"] = {k: summarize(h) for k, h in hists.items()}
+    plot_train_logs(hists, out / "diagnostics.png", title="GRPO per step (bench-learning)")
     (out / "report.json").write_text(json.dumps(report, indent=1))
-    md = _markdown(rows, cfg, d_meta, len(gold))
+    md = _markdown(rows, cfg, d_meta, len(gold), d_loc)
     (out / "report.md").write_text(md)
     _plot(report, out / "learning.png")
     print(md)
@@ -313,10 +380,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"Table 3 ordering (Meta-Ver-RL above Rough-RL in Meta Balanced F1) {order} here: "
           f"{_f(mv['meta.balanced_f1'][0])} vs {_f(r['meta.balanced_f1'][0])}, difference "
           f"{_pts(d_meta[0])} points, 95% CI [{_pts(d_meta[1])}, {_pts(d_meta[2])}] over problems and seeds")
-    print(f"wrote {out / 'report.md'}, {out / 'learning.png'}; total {time.monotonic() - t_start:.0f}s")
+    print(f"wrote {out / 'report.md'}, {out / 'learning.png'}, {out / 'diagnostics.png'}; total {time.monotonic() - t_start:.0f}s")
     print(f"reward_before={rows[0]['reward'][0]:.4f} reward_after={mv['reward'][0]:.4f} "
           f"delta_ci_low={mv['delta_vs_sft'][1]:.4f} meta_vs_rough_meta_f1={d_meta[0]:.4f} "
-          f"meta_vs_rough_ci_low={(d_meta[1] if d_meta[1] is not None else float('nan')):.4f}")
+          f"meta_vs_rough_ci_low={(d_meta[1] if d_meta[1] is not None else float('nan')):.4f} "
+          f"loc_acc_meta_vs_rough={d_loc[0]:.4f}")
 
 
 def _pts(v: float | None) -> str:
@@ -327,13 +395,14 @@ def _f(v: float | None) -> str:
     return "n/a" if v is None else f"{100 * v:.1f}"
 
 
-def _markdown(rows: list[dict[str, Any]], cfg: BenchConfig, d_meta, n_records: int) -> str:
+def _markdown(rows: list[dict[str, Any]], cfg: BenchConfig, d_meta, n_records: int, d_loc=None) -> str:
     lines = [(f"Held-out synthetic verification ({n_records} records, {cfg.eval_passes}-pass pessimistic judging at "
              f"T={cfg.eval_temperature}, rule meta-verifier); rough_rl and meta_ver_rl pooled over seeds "
              f"{cfg.seeds} from the same SFT warm start, {cfg.grpo_steps} GRPO steps x {cfg.grpo_batch} completions "
              "each. 95% CIs (reward: bootstrap over records; TPR/TNR/F1: clustered by problem)"), "",
              ("| model | seeds | mean reward | delta vs SFT | Rough TPR | Rough TNR | Rough BF1 | Meta TPR | Meta TNR |"
-             " Meta BF1 | Meta BF1 per seed | parse fail |"), "|---" * 12 + "|"]
+             " Meta BF1 | Meta BF1 per seed | step acc (rejected invalid) | reward delta per seed | parse fail |"),
+             "|---" * 14 + "|"]
 
     def ci(t) -> str:
         v, lo, hi = t
@@ -345,10 +414,20 @@ def _markdown(rows: list[dict[str, Any]], cfg: BenchConfig, d_meta, n_records: i
                      f"{d[0]:+.3f} [{d[1]:+.3f}, {d[2]:+.3f}] | "
                      f"{_f(r['rough.tpr'][0])} | {_f(r['rough.tnr'][0])} | {ci(r['rough.balanced_f1'])} | "
                      f"{_f(r['meta.tpr'][0])} | {_f(r['meta.tnr'][0])} | {ci(r['meta.balanced_f1'])} | "
-                     f"{', '.join(_f(v) for v in r['per_seed_meta_bf1'])} | {100 * r['parse_failure_rate']:.1f}% |")
+                     f"{', '.join(_f(v) for v in r['per_seed_meta_bf1'])} | {_f(r['loc_acc'])} | "
+                     f"{', '.join(f'{d[0]:+.3f} [{d[1]:+.3f}, {d[2]:+.3f}]' for d in r['per_seed_reward_delta'])} | "
+                     f"{100 * r['parse_failure_rate']:.1f}% |")
     lines += ["", (f"meta_ver_rl - rough_rl, Meta Balanced F1: {_pts(d_meta[0])} points, 95% CI "
               f"[{_pts(d_meta[1])}, {_pts(d_meta[2])}] (bootstrap over problems and seeds)")]
+    if d_loc is not None:
+        lines.append(f"meta_ver_rl - rough_rl, first-error step accuracy among rejected invalid proofs: "
+                     f"{_pts(d_loc[0])} points, 95% CI [{_pts(d_loc[1])}, {_pts(d_loc[2])}]")
     return "\n".join(lines) + "\n"
+
+
+def _train_log(run_dir: Path) -> list[dict[str, Any]]:
+    p = run_dir / "train_log.json"
+    return json.loads(p.read_text()) if p.exists() else []
 
 
 def _reward_curve(run_dir: Path) -> list[dict[str, float]]:

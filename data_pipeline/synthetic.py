@@ -27,6 +27,7 @@ model can learn, in words its tokenizer knows), ``style="short"`` is the reviewe
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -386,8 +387,13 @@ def gold_verification(traj: ProofTrajectory, style: str = "stepwise") -> str:
         return format_verification(ann.polarity, ann.first_fatal_error_step, ann.reviewer_comment
                                    or ("The proof is valid." if ann.is_valid else
                                        f"Step {ann.first_fatal_error_step} is wrong."))
+    target_step = info.get("target_step")  # with_noisy_steps: the answer block names this step instead
     if style == "check":
-        return _check_verification(traj, info)
+        text = _check_verification(traj, info)
+        if target_step is not None and ann.first_fatal_error_step != NO_STEP:
+            text = text.replace(f"first_error_step: {ann.first_fatal_error_step}\n</final_answer>",
+                                f"first_error_step: {target_step}\n</final_answer>")
+        return text
     if style != "stepwise":
         raise InputError(f"unknown style {style!r} (use stepwise, check or short)")
     var = info.get("var", "")
@@ -466,6 +472,45 @@ def _check_verification(traj: ProofTrajectory, info: dict[str, Any]) -> str:
     if fatal == NO_STEP:
         lines.append("All steps are correct.")
     return format_verification(Verdict.INVALID if fatal != NO_STEP else Verdict.VALID, fatal, "\n".join(lines))
+
+
+def with_noisy_steps(trajs: list[ProofTrajectory], fraction: float, seed: int = 0, min_shift: int = 2,
+                     max_shift: int = 3) -> tuple[list[ProofTrajectory], int]:
+    """Noisier SFT targets (issue 23 items 3-4): copies of ``trajs`` in which ``fraction`` of the invalid ones
+    get a ``style="check"`` target whose answer names a first error step ``min_shift..max_shift`` away from the
+    true one (inside the proof; the rationale is unchanged). A warm start trained on them gets the polarity
+    right more often than the step, so a reward that grades the step (Meta-Ver-RL) has something to teach
+    that polarity alone (Rough-RL) does not. Returns (copies, how many targets were moved).
+
+    >>> from verifier.parser import parse_verification
+    >>> t = generate_synthetic(40, seed=1, min_steps=6, max_steps=8, recoverable_rate=0.0)
+    >>> noisy, n = with_noisy_steps(t, 1.0)
+    >>> n == sum(not x.annotation.is_valid for x in t) and n > 0
+    True
+    >>> x = next(x for x in noisy if not x.annotation.is_valid)
+    >>> step = parse_verification(gold_verification(x, "check")).first_error_step
+    >>> abs(step - x.annotation.first_fatal_error_step) in (2, 3)
+    True
+    """
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"with_noisy_steps: fraction must be in [0, 1], got {fraction}")
+    rng = random.Random(seed)
+    out, moved = [], 0
+    for t in trajs:
+        ann = t.annotation
+        info = (t.meta or {}).get("synthetic")
+        if ann is None or ann.is_valid or info is None or rng.random() >= fraction:
+            out.append(t)
+            continue
+        fatal, n = ann.first_fatal_error_step, len(t.proof_steps)
+        options = [fatal + d for k in range(min_shift, max_shift + 1) for d in (-k, k) if 0 <= fatal + d < n]
+        if not options:
+            out.append(t)
+            continue
+        meta = {**t.meta, "synthetic": {**info, "target_step": rng.choice(options)}}
+        out.append(dataclasses.replace(t, meta=meta))
+        moved += 1
+    return out, moved
 
 
 def sft_row(traj: ProofTrajectory, style: str = "stepwise", with_reference: bool = True) -> dict[str, Any]:

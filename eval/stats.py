@@ -143,6 +143,24 @@ def bootstrap_ci(
     return float(lo), float(hi)
 
 
+def paired_delta_ci(before: Sequence[float], after: Sequence[float], n: int = 1000, seed: int = 0,
+                    level: float = 0.95) -> tuple[float, float, float]:
+    """Mean of ``after - before`` over paired records and its percentile bootstrap CI (records resampled).
+
+    >>> d, lo, hi = paired_delta_ci([0.5, 0.5, 0.5, 0.5], [0.7, 0.6, 0.8, 0.7], n=200)
+    >>> round(d, 3), lo > 0
+    (0.2, True)
+    """
+    b, a = np.asarray(before, float), np.asarray(after, float)
+    if b.shape != a.shape or not len(b):
+        raise ValueError(f"paired_delta_ci: {len(b)} before and {len(a)} after values (need the same records)")
+    d = a - b
+    rng = np.random.default_rng(seed)
+    means = d[rng.integers(0, len(d), size=(n, len(d)))].mean(axis=1)
+    lo, hi = percentile_ci(means, level)
+    return float(d.mean()), float(lo), float(hi)
+
+
 def safe_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     """num / den with NaN where den == 0 (vectorised).
 

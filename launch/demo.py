@@ -80,8 +80,8 @@ class DemoConfig:
     grpo_max_completion_length: int = 112
     grpo_learning_rate: float = 1e-4
     grpo_beta: float = 0.0
-    grpo_temperature: float = 1.0
-    grpo_format_weight: float = 0.5
+    grpo_temperature: float = 0.5  # the evaluation temperature (issue 23 diagnosis, docs/training.md)
+    grpo_format_weight: float = 0.0
     eval_n: int = 8
     eval_temperature: float = 0.5
     processbench_split: str = "gsm8k"
@@ -273,7 +273,8 @@ def pipeline(cfg: DemoConfig) -> Path:
                 f"data.prompt_template={cfg.prompt_template}", f"model.name_or_path={d['tiny-model']}"]
         judge = [f"judge.n={cfg.eval_n}", "judge.policy=pessimistic", f"judge.template={cfg.prompt_template}",
                  f"judge.max_tokens={cfg.judge_max_tokens}", f"judge.temperature={cfg.eval_temperature}",
-                 f"judge.run_seed={cfg.seed}", f"bootstrap_n={cfg.bootstrap_n}", "meta.kind=rule"]
+                 f"judge.run_seed={cfg.seed}", f"bootstrap_n={cfg.bootstrap_n}", "meta.kind=rule",
+                 "grade_every_pass=true"]  # per-record mean meta reward per pass: the GRPO stage's reward gain
         held_out = f"{d['split']}/held_out.jsonl"
 
         def verifierbench(label: str, row: str, server, data_path: str, edir: str) -> None:
@@ -304,7 +305,8 @@ def pipeline(cfg: DemoConfig) -> Path:
             f"grpo.max_steps={cfg.grpo_steps}", f"grpo.save_steps={cfg.grpo_steps}",
             f"grpo.per_device_train_batch_size={cfg.grpo_batch_size}", f"grpo.num_generations={cfg.grpo_num_generations}",
             f"grpo.max_completion_length={cfg.grpo_max_completion_length}", f"grpo.learning_rate={cfg.grpo_learning_rate}",
-            f"grpo.beta={cfg.grpo_beta}", f"grpo.temperature={cfg.grpo_temperature}", "grpo.logging_steps=2",
+            f"grpo.beta={cfg.grpo_beta}", f"grpo.temperature={cfg.grpo_temperature}", "grpo.logging_steps=1",
+            "grpo.kl_to_init_samples=8",
             f"grpo.seed={cfg.seed}", "eval.enabled=false"],
             {"trained verifier": f"{d['grpo']}/final", "train log": f"{d['grpo']}/train_log.json",
              "completions": f"{d['grpo']}/completions", "W&B offline run": f"{d['grpo']}/wandb"})
@@ -388,6 +390,23 @@ def ladder_rows(d: dict[str, str]) -> dict[str, dict[str, Any]]:
     return rows
 
 
+def reward_gain(before_dir: str, after_dir: str, n: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """The GRPO stage's held-out gain in mean meta reward per pass (after - before, ``per_record_reward`` of the
+    two VerifierBench runs on the same records) with a paired bootstrap CI over records (issue 23 item 5)."""
+    from eval.stats import paired_delta_ci
+
+    docs = [json.loads(p.read_text()) if (p := Path(x) / "metrics.json").exists() else {} for x in (before_dir, after_dir)]
+    vals = [doc.get("per_record_reward") for doc in docs]
+    if any(v is None for v in vals):
+        return {"reward_gain": None, "reward_gain.ci": None, "reward_before": None, "reward_after": None}
+    if len(vals[0]) != len(vals[1]):
+        raise SystemExit(f"{before_dir} and {after_dir}: {len(vals[0])} vs {len(vals[1])} scored records; "
+                         "the reward gain needs the same held-out records (re-run the unfinished VerifierBench)")
+    d, lo, hi = paired_delta_ci(vals[0], vals[1], n, seed)
+    return {"reward_gain": d, "reward_gain.ci": [lo, hi], "reward_before": sum(vals[0]) / len(vals[0]),
+            "reward_after": sum(vals[1]) / len(vals[1])}
+
+
 def learning_check(final: dict[str, Any]) -> dict[str, Any]:
     """Item 1 of issue 16: the final verifier's held-out figures against ``LEARNING_TARGETS``."""
     checks = {k: {"value": final.get(k), "target": t, "ok": final.get(k) is not None and (
@@ -414,6 +433,7 @@ def write_summary(demo: Demo, d: dict[str, str], evals: dict[str, tuple]) -> Pat
         p = Path(edir) / "metrics.json"
         ev[label] = {"dir": edir, "limit": limit, "metrics": json.loads(p.read_text()) if p.exists() else None}
     ladder = ladder_rows(d)
+    ladder["grpo"].update(reward_gain(d["eval_sft"], d["eval_heldout"], demo.cfg.bootstrap_n, demo.cfg.seed))
     check = learning_check(ladder["grpo"])
     grpo_cfg = Path(d["grpo"]) / "train_log.json"
     from verifier.config import redact
@@ -459,6 +479,11 @@ def write_summary(demo: Demo, d: dict[str, str], evals: dict[str, tuple]) -> Pat
                      f"{with_ci(r, 'rough.balanced_f1')} | {delta(r['rough.balanced_f1.delta'])} | "
                      f"{pct(r['meta.tpr'])} | {pct(r['meta.tnr'])} | {with_ci(r, 'meta.balanced_f1')} | "
                      f"{delta(r['meta.balanced_f1.delta'])} | [report]({rel(r['dir'])}/report.md) |")
+    g, gci = ladder["grpo"].get("reward_gain"), ladder["grpo"].get("reward_gain.ci")
+    if g is not None:
+        lines += ["", (f"GRPO stage, held-out mean meta reward per pass: {ladder['grpo']['reward_before']:.3f} → "
+                       f"{ladder['grpo']['reward_after']:.3f}, gain {g:+.3f} (95% paired bootstrap CI over records "
+                       f"[{gci[0]:+.3f}, {gci[1]:+.3f}]; `ladder.grpo.reward_gain` in metrics.json).")]
     verdict = "PASSED" if check["passed"] else "NOT MET"
     lines += ["", f"Learning check ({verdict}): final verifier " + ", ".join(
         f"{k} {pct(c['value'])} ({'≥' if k.endswith('balanced_f1') else '>'} {100 * c['target']:.0f})"

@@ -66,3 +66,16 @@ def test_record_counts_names_a_missing_prediction(bench, tmp_path):
     p = _preds(tmp_path, gold[1:], "short", True)
     with pytest.raises(SystemExit, match=gold[0].id):
         bench.record_counts(gold, p)
+
+
+def test_first_error_step_accuracy_among_rejected_invalid_proofs(bench, tmp_path):
+    gold = _gold()
+    good = bench.localisation_rows(gold, _preds(tmp_path, gold, "good", True))
+    poor = bench.localisation_rows(gold, _preds(tmp_path, gold, "poor", False))
+    n_invalid = sum(not t.annotation.is_valid for t in gold)
+    assert good[:, 0].sum() == poor[:, 0].sum() == n_invalid  # every invalid proof rejected by both
+    assert good[:, 1].sum() == n_invalid and poor[:, 1].sum() == 0
+    d, lo, hi = bench.ratio_delta_ci(gold, [good] * 5, [poor] * 5, n=200, seed=0)
+    assert d == pytest.approx(1.0) and lo == pytest.approx(1.0)
+    d, lo, hi = bench.ratio_delta_ci(gold, [good, poor], [poor, good], n=300, seed=0)
+    assert d == pytest.approx(0.0) and lo < 0 < hi

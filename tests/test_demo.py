@@ -56,7 +56,10 @@ def recorded(tmp_path_factory):
     # an evaluation result as eval.verifierbench writes it (flat metric keys): the summary must pick it up
     (out / "eval_heldout").mkdir()
     (out / "eval_heldout" / "metrics.json").write_text(
-        '{"rough.tpr": {"value": 0.25, "counts": {}, "ci": [0, 1]}, "meta.balanced_f1": {"value": 0.125}, "n": 94}')
+        '{"rough.tpr": {"value": 0.25, "counts": {}, "ci": [0, 1]}, "meta.balanced_f1": {"value": 0.125}, "n": 94,'
+        ' "per_record_reward": [1.0, 1.0, 0.75, 0.5, 1.0, 1.0]}')
+    (out / "eval_sft").mkdir()  # the + SFT row: the GRPO stage's reward gain is after - before on these records
+    (out / "eval_sft" / "metrics.json").write_text('{"n": 94, "per_record_reward": [0.5, 0.5, 0.5, 0.5, 0.5, 0.5]}')
     calls, servers = [], []
 
     def fake_run(self, name, args, outputs):
@@ -141,6 +144,11 @@ def test_metrics_json_has_every_ladder_row(recorded):
     assert ladder["grpo"]["rough.tpr"] == 0.25 and ladder["grpo"]["rough.tpr.ci"] == [0, 1]
     assert ladder["grpo"]["meta.balanced_f1"] == 0.125 and ladder["untrained"]["rough.tpr"] is None
     assert ladder["untrained"]["rough.tpr.delta"] is None  # the first row has no delta
+    # the GRPO stage's held-out reward gain, paired bootstrap over records (issue 23 item 5)
+    assert ladder["grpo"]["reward_gain"] == pytest.approx(0.375)
+    lo, hi = ladder["grpo"]["reward_gain.ci"]
+    assert 0 < lo <= 0.375 <= hi
+    assert "gain +0.375" in (out / "report.md").read_text()
     check = summary["learning_check"]
     assert check["passed"] is False and check["checks"]["rough.tpr"]["value"] == 0.25
     assert set(summary["meta_verifiers"]) >= {"GRPO reward", "evaluation (Meta TPR / TNR / Balanced F1)"}
@@ -184,11 +192,12 @@ def test_every_command_composes(recorded, index):
         assert cfg.verifiers[0].extra_body["structured_outputs"]["regex"] == synthetic_verdict_regex(95, 3)
     if app == "training/grpo.py":
         assert cfg.experiment_name == "meta_ver_rl" and cfg.reward.components.get("meta") == 1.0
-        assert cfg.reward.meta_judge == "rule" and cfg.reward.components.get("format") == 0.5
+        assert cfg.reward.meta_judge == "rule" and cfg.reward.components.get("format") == demo.DemoConfig().grpo_format_weight
         assert cfg.grpo.learning_rate == demo.DemoConfig().grpo_learning_rate
         assert cfg.data.source == "jsonl" and cfg.eval.enabled is False
     if app == "eval.verifierbench":
         assert cfg.judge.temperature == demo.DemoConfig().eval_temperature and cfg.meta.kind == "rule"
+        assert cfg.grade_every_pass is True  # per_record_reward: the reward gain of the GRPO stage
     if app == "data_pipeline.synthetic":
         assert cfg.fatal_kinds == ["wrong_operand", "wrong_final"]
     if app == "training/sft.py":

@@ -36,7 +36,8 @@ def _tiny(tiny_model) -> list[str]:
 def test_smoke_accelerate_launch_writes_checkpoint_metrics_and_offline_wandb(tmp_path, tiny_model):
     out = tmp_path / "smoke"
     # the contract command; on a cluster add --config_file launch/accelerate/<zero2|zero3|...>.yaml
-    cmd = [ACCELERATE, "launch", "training/grpo.py", "experiment=smoke", f"output_dir={out}", *_tiny(tiny_model)]
+    cmd = [ACCELERATE, "launch", "training/grpo.py", "experiment=smoke", f"output_dir={out}", *_tiny(tiny_model),
+           "grpo.kl_to_init_samples=2"]
     p = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     # checkpoints every 2 steps, complete
@@ -49,8 +50,16 @@ def test_smoke_accelerate_launch_writes_checkpoint_metrics_and_offline_wandb(tmp
     assert len(steps) == 4
     for key in ("meta/judge_latency_s", "meta/batch_parse_failure_rate", "meta/grade_frac/UNPARSEABLE",
                 "rewards/rough_reward/mean", "rewards/format_reward/mean", "rough/parse_failure_rate",
-                "phase/generation_s", "phase/reward_s", "phase/backward_s", "phase/step_s"):
+                "phase/generation_s", "phase/reward_s", "phase/backward_s", "phase/step_s",
+                # the GRPO diagnosis (issue 23 item 1): truncation read as in evaluation, KL to the warm start at beta 0
+                "completions/truncated_frac", "completions/unparseable_frac", "frac_reward_zero_std",
+                "completions/mean_length", "kl_to_init"):
         assert key in steps[0], key
+    assert all(h["kl_to_init"] >= 0 for h in steps)
+    # the tiny random policy never emits EOS in its budget: every completion is truncated, as evaluation says,
+    # and earns no reward (so no advantage, no update: kl_to_init stays 0; tests/test_diagnostics.py moves it)
+    assert all(h["completions/truncated_frac"] == h["completions/clipped_ratio"] == 1.0 for h in steps)
+    assert all(h["rewards/meta/mean"] == 0 and h["rewards/format_reward/mean"] == 0 for h in steps)
     # held-out metrics in the eval.score layout, from VerifierBench on DIR/final
     m = json.loads((out / "metrics.json").read_text())
     assert m["heldout"]["model"] == str(out / "final")

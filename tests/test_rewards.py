@@ -182,3 +182,41 @@ def test_rough_rl_meta_weight_zero_does_not_abort_on_judge_failures():
     funcs, weights = build_reward_funcs(dataclasses.replace(cfg, components={"rough": 0.0, "meta": 1.0}))
     with pytest.raises(JudgeFailureError):
         asyncio.run(funcs[1](completions=COMPLETIONS, **_columns(_trajs(), 4)))
+
+
+def test_a_completion_gets_the_same_status_in_the_reward_and_in_verifierbench(tiny_model):
+    """Issue 23 item 2: a completion cut at max_completion_length (no EOS) is ``truncated`` in the GRPO
+    reward exactly as in VerifierBench's pass (``verifier.judging``), whatever its text holds; with its
+    EOS it parses and is paid. One function (``parse_completion``) decides both."""
+    from transformers import AutoTokenizer
+
+    from training.rewards import CompletionReader, parse_completions
+    from verifier.engine import Completion
+    from verifier.judging import _to_output
+
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    reader = CompletionReader.for_tokenizer(tok)
+    text = format_verification("invalid", 1, "Step 1: 5 + 4 = 9.")  # a complete, parseable answer
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    cut = dataclasses.replace(reader, max_completion_length=len(ids))  # the budget ran out right after the text
+    eos = reader.eos_token_ids[0]
+    trajs = _trajs()[:1]
+    cols = _columns(trajs, 2)
+    logged: dict[str, list[float]] = {}
+    cols["log_metric"] = lambda k, v: logged.setdefault(k, []).append(v)
+    for finish, tokens in (("length", ids), ("stop", [*ids, eos])):
+        bench = _to_output(Completion(text=text, finish_reason=finish), n_steps=3)  # VerifierBench's pass
+        train = parse_completions([_c(text)], [3], {"reader": cut, "completion_ids": [tokens]})[0]
+        assert train.status is bench.status, (finish, train.status, bench.status)
+    assert bench.status is ParseStatus.OK and train.status is ParseStatus.OK
+    # every reward component: the cut completion earns nothing, the finished one is paid; counted and logged
+    funcs, _ = build_reward_funcs(RewardConfig(components={"format": 0.5, "rough": 1.0, "meta": 1.0}), cut)
+    kw = dict(cols, completion_ids=[ids, [*ids, eos]])
+    fmt, rough, meta = funcs
+    assert fmt(completions=[_c(text)] * 2, **kw) == [0.0, 1.0]
+    assert rough(completions=[_c(text)] * 2, **kw) == [0.0, 1.0]
+    assert asyncio.run(meta(completions=[_c(text)] * 2, **kw)) == [0.0, 1.0]
+    assert meta.last.n_truncated == 1 and meta.total.n_truncated == 1
+    assert logged["completions/truncated_frac"][-1] == 0.5
+    with pytest.raises(ValueError, match="eos_token_id"):
+        CompletionReader.for_tokenizer(object())

@@ -133,13 +133,17 @@ class GRPOSettings:
     dataloader_num_workers: int = 0
     ddp_timeout: int = 1800  # seconds a rank waits in a collective before the process group gives up
     ddp_backend: str | None = None  # None: gloo for multi-process CPU runs, the library default on GPUs
-    # Reasoning policies (Qwen3-class think by default): leave completions cut at max_completion_length
-    # out of the loss (TRL), and the policy's chat-template arguments (e.g. {enable_thinking: false}).
+    # A completion cut at max_completion_length (no EOS) is `truncated` and earns no reward from any
+    # component (training.rewards.CompletionReader, as in evaluation); true also leaves it out of the
+    # loss (TRL; e.g. reasoning policies). And the policy's chat-template arguments ({enable_thinking: false}).
     mask_truncated_completions: bool = False
     chat_template_kwargs: Any = None  # a mapping; Any so that `grpo.chat_template_kwargs={...}` assigns it
     # TRL's multi_objective_aggregation; auto: normalize_then_sum with several reward components,
     # so that a failed meta-verifier call (None) is neutral (``reward_aggregation``)
     multi_objective_aggregation: str = "auto"
+    # the KL to the warm start logged as kl_to_init at any beta, on this many fixed warm-start samples
+    # (training.diagnostics.KLToInit; 0: off; a frozen model copy: small single-process models)
+    kl_to_init_samples: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -658,7 +662,7 @@ def build_trainer(cfg: GRPORunConfig, out: Path, train_trajs, report_wandb: bool
     from trl import GRPOTrainer
 
     from data_pipeline.grpo_dataset import build_grpo_dataset
-    from training.rewards import build_reward_funcs
+    from training.rewards import CompletionReader, build_reward_funcs
 
     model, tokenizer, peft_config = load_model(cfg.model, cfg.init_from)
     dataset = build_grpo_dataset(train_trajs, with_reference=cfg.data.with_reference)
@@ -669,7 +673,10 @@ def build_trainer(cfg: GRPORunConfig, out: Path, train_trajs, report_wandb: bool
                    for t in train_trajs]
         dataset = dataset.remove_columns("prompt").add_column("prompt", prompts)
     dataset = _truncate_prompt(dataset, tokenizer, cfg.grpo.max_prompt_length)
-    funcs, weights = build_reward_funcs(cfg.reward)
+    # the rewards read completions as evaluation does: cut at max_completion_length without EOS = truncated
+    reader = CompletionReader.for_tokenizer(tokenizer, getattr(model, "generation_config", None),
+                                            cfg.grpo.max_completion_length)
+    funcs, weights = build_reward_funcs(cfg.reward, reader)
     args = grpo_config(cfg, out, weights, report_wandb=report_wandb)
     trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=args, train_dataset=dataset,
                           processing_class=tokenizer, peft_config=peft_config,
@@ -677,7 +684,9 @@ def build_trainer(cfg: GRPORunConfig, out: Path, train_trajs, report_wandb: bool
     if cfg.grpo.use_vllm and cfg.grpo.vllm_mode == "colocate":
         _cpu_colocate_weight_sync(trainer)
     from training import phase_times
+    from training.diagnostics import attach_kl_to_init
 
+    attach_kl_to_init(trainer, cfg.grpo.kl_to_init_samples, cfg.grpo.seed)
     phase_times.install(trainer)  # phase/<generation|weight_sync|reward|...>_s in every log line (and W&B)
     return trainer, funcs, peft_config, tokenizer
 
@@ -729,7 +738,8 @@ def train(cfg: GRPORunConfig, out: Path, train_trajs, run) -> dict[str, Any]:
                "log_history": trainer.state.log_history}
     if meta is not None:
         t = meta.total
-        summary["meta_reward"] = {"completions": t.n, "unparseable": t.n_unparseable, "judged": t.n_judged,
+        summary["meta_reward"] = {"completions": t.n, "unparseable": t.n_unparseable,
+                                  "truncated": t.n_truncated, "judged": t.n_judged,
                                   "judge_failed": t.n_failed, "grades": dict(t.grades),
                                   "judge_latency_s_total": round(t.latency_s, 3)}
     del trainer  # free the training copy before vLLM loads the checkpoint

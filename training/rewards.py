@@ -24,12 +24,18 @@ Components (composable with ``GRPOConfig.reward_weights``):
   (not when the meta weight is 0, as in rough_rl: then it is only logged).
   Never a silent zero.
 
-All parsing goes through :func:`verifier.parser.parse_verification`, the parser
-the evaluator uses, so training and evaluation read outputs identically.
+All reading goes through :func:`verifier.parser.parse_completion`, the function the
+evaluator's passes go through: with the ``completion_ids`` TRL passes and the policy's EOS
+ids (:class:`CompletionReader`), a completion that ends without EOS at
+``max_completion_length`` is ``truncated`` here exactly as in VerifierBench, whatever its
+text holds, so it earns no reward from any component (counted and logged as
+``completions/truncated_frac``; ``grpo.mask_truncated_completions`` also drops it from the
+loss, TRL's alternative). Training and evaluation read outputs identically (issue 23).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -41,12 +47,13 @@ from typing import Any
 from verifier.engine import EndpointConfig, OpenAIEngine, SamplingConfig
 from verifier.errors import InputError, UserError
 from verifier.meta_verifier import LLMMetaVerifier, RuleMetaVerifier
-from verifier.parser import parse_verification
+from verifier.parser import finish_reason_of, parse_completion, parse_verification
 from verifier.records import (
     NO_STEP,
     Annotation,
     MetaGrade,
     MetaVerification,
+    ParseStatus,
     ProofTrajectory,
     Verdict,
     VerificationOutput,
@@ -101,10 +108,56 @@ def completion_text(completion: Any) -> str:
     raise TypeError(f"unsupported completion type {type(completion).__name__}")
 
 
-def parse_completions(completions: Sequence[Any], n_steps: Sequence[int] | None = None) -> list[VerificationOutput]:
-    """Parse every completion with the one parser (``n_steps`` bounds the first error step)."""
-    steps = list(n_steps) if n_steps is not None else [None] * len(completions)
-    return [parse_verification(completion_text(c), n) for c, n in zip(completions, steps, strict=True)]
+@dataclass(frozen=True)
+class CompletionReader:
+    """How the rewards read a GRPO completion: the policy's EOS ids and ``max_completion_length``.
+
+    With ``completion_ids`` (TRL passes them to every reward) a completion's ``finish_reason`` comes
+    from :func:`verifier.parser.finish_reason_of` and its status from
+    :func:`verifier.parser.parse_completion`, the evaluator's function: ``truncated`` when it ended
+    without EOS at the budget. Without ids (or without a reader) only the text is parsed.
+    """
+
+    eos_token_ids: tuple[int, ...] = ()
+    max_completion_length: int | None = None
+
+    @classmethod
+    def for_tokenizer(cls, tokenizer: Any, generation_config: Any = None,
+                      max_completion_length: int | None = None) -> CompletionReader:
+        """The EOS ids generation stops at: the tokenizer's and the generation config's."""
+        ids: set[int] = set()
+        for v in (getattr(tokenizer, "eos_token_id", None), getattr(generation_config, "eos_token_id", None)):
+            ids |= {v} if isinstance(v, int) else set(v or ())
+        if not ids:
+            raise ValueError("the policy's tokenizer has no eos_token_id: a truncated completion cannot be told "
+                             "from a finished one (set the tokenizer's eos_token)")
+        return cls(tuple(sorted(ids)), max_completion_length)
+
+    def read(self, completions: Sequence[Any], n_steps: Sequence[int] | None = None,
+             completion_ids: Sequence[Sequence[int]] | None = None) -> list[VerificationOutput]:
+        steps = list(n_steps) if n_steps is not None else [None] * len(completions)
+        if completion_ids is None or not self.eos_token_ids:
+            return [parse_verification(completion_text(c), n) for c, n in zip(completions, steps, strict=True)]
+        return [parse_completion(completion_text(c), finish_reason_of(ids, self.eos_token_ids,
+                                                                      self.max_completion_length), n_steps=n)
+                for c, n, ids in zip(completions, steps, completion_ids, strict=True)]
+
+
+def parse_completions(completions: Sequence[Any], n_steps: Sequence[int] | None = None,
+                      kwargs: dict[str, Any] | None = None) -> list[VerificationOutput]:
+    """Read every completion with the one parser (``n_steps`` bounds the first error step).
+
+    ``kwargs`` are the reward's keyword arguments: with a ``reader`` (:class:`CompletionReader`,
+    set by :func:`build_reward_funcs`) and TRL's ``completion_ids``, truncation is decided as in
+    evaluation; the step's truncated and unparseable fractions are logged.
+    """
+    kwargs = kwargs or {}
+    reader = kwargs.get("reader") or CompletionReader()
+    outputs = reader.read(completions, n_steps, kwargs.get("completion_ids"))
+    if outputs:
+        _log(kwargs, "completions/truncated_frac", sum(o.status is ParseStatus.TRUNCATED for o in outputs) / len(outputs))
+        _log(kwargs, "completions/unparseable_frac", sum(not o.ok for o in outputs) / len(outputs))
+    return outputs
 
 
 def _trajectories(kwargs: dict[str, Any], n: int) -> list[ProofTrajectory]:
@@ -202,7 +255,7 @@ def format_reward(completions: list, **kwargs) -> list[float]:
     >>> format_reward([good, [{"role": "assistant", "content": "verdict: valid"}]], n_steps=[3, 3])
     [1.0, 0.0]
     """
-    outputs = parse_completions(completions, kwargs.get("n_steps"))
+    outputs = parse_completions(completions, kwargs.get("n_steps"), kwargs)
     return [1.0 if o.ok else 0.0 for o in outputs]
 
 
@@ -215,7 +268,7 @@ def rough_reward(completions: list, **kwargs) -> list[float]:
     >>> rough_reward([v, v, [{"role": "assistant", "content": "??"}]], gold_verdict=["valid", "invalid", "valid"])
     [1.0, 0.0, 0.0]
     """
-    outputs = parse_completions(completions, kwargs.get("n_steps"))
+    outputs = parse_completions(completions, kwargs.get("n_steps"), kwargs)
     gold = _gold(kwargs, len(outputs))
     for k, v in batch_rates(outputs, gold).items():
         _log(kwargs, f"rough/{k}", v)
@@ -228,6 +281,7 @@ class StepStats:
 
     n: int = 0
     n_unparseable: int = 0
+    n_truncated: int = 0  # of the unparseable: cut at max_completion_length (no reward)
     n_judged: int = 0
     n_failed: int = 0
     latency_s: float = 0.0
@@ -259,10 +313,12 @@ class MetaReward:
     def __init__(self, judge: str = "rule", endpoint: EndpointConfig | None = None, *,
                  max_failed_fraction: float = 0.25, judge_max_tokens: int = 512, judge_temperature: float = 0.0,
                  near: int = 1, log_rationale_chars: int = 400, verifier: Any = None, name: str = "meta",
-                 format_gate: bool = True, judge_sees_reasoning: bool = False):
+                 format_gate: bool = True, judge_sees_reasoning: bool = False,
+                 reader: CompletionReader | None = None):
         self.__name__ = name  # TRL names the reward component (rewards/<name>/mean) after this
         self.judge = judge
         self.format_gate = format_gate
+        self.reader = reader
         self.max_failed_fraction = max_failed_fraction
         self.log_rationale_chars = log_rationale_chars
         if verifier is not None:
@@ -283,7 +339,8 @@ class MetaReward:
         self.history: list[StepStats] = []
 
     @classmethod
-    def from_config(cls, cfg: RewardConfig, optimised: bool = True) -> MetaReward:
+    def from_config(cls, cfg: RewardConfig, optimised: bool = True, reader: CompletionReader | None = None
+                    ) -> MetaReward:
         """The configured meta reward; ``optimised=False`` (weight 0, e.g. rough_rl): a logged metric
         whose failed judge calls are counted but never stop training (they cannot reach the advantage)."""
         if not optimised and cfg.meta_judge == "llm":
@@ -293,7 +350,7 @@ class MetaReward:
                    max_failed_fraction=cfg.max_failed_fraction if optimised else 1.0,
                    judge_max_tokens=cfg.judge_max_tokens, judge_temperature=cfg.judge_temperature, near=cfg.near,
                    log_rationale_chars=cfg.log_rationale_chars, format_gate=cfg.format_gate,
-                   judge_sees_reasoning=cfg.judge_sees_reasoning)
+                   judge_sees_reasoning=cfg.judge_sees_reasoning, reader=reader)
 
     async def grade(self, trajs: Sequence[ProofTrajectory], outputs: Sequence[VerificationOutput]
                     ) -> tuple[list[MetaVerification | None], float]:
@@ -308,7 +365,9 @@ class MetaReward:
         return out, dt
 
     async def __call__(self, completions: list, **kwargs) -> list[float | None]:
-        outputs = parse_completions(completions, kwargs.get("n_steps"))
+        if self.reader is not None:
+            kwargs.setdefault("reader", self.reader)
+        outputs = parse_completions(completions, kwargs.get("n_steps"), kwargs)
         trajs = _trajectories(kwargs, len(outputs))
         gold = [t.annotation.polarity for t in trajs]  # type: ignore[union-attr]
         metas, latency = await self.grade(trajs, outputs)
@@ -319,6 +378,7 @@ class MetaReward:
         for o, m in zip(outputs, metas):
             if not o.ok:
                 st.n_unparseable += 1
+                st.n_truncated += o.status is ParseStatus.TRUNCATED
             if not o.ok and self.format_gate:
                 rewards.append(0.0)
                 grades.append("UNPARSEABLE")
@@ -361,6 +421,7 @@ class MetaReward:
         t = self.total
         t.n += st.n
         t.n_unparseable += st.n_unparseable
+        t.n_truncated += st.n_truncated
         t.n_judged += st.n_judged
         t.n_failed += st.n_failed
         t.latency_s += st.latency_s
@@ -380,8 +441,21 @@ class MetaReward:
             _log(kwargs, f"meta/batch_{k}", v)
 
 
-def build_reward_funcs(cfg: RewardConfig) -> tuple[list[Callable], list[float]]:
+def _with_reader(fn: Callable, reader: CompletionReader | None) -> Callable:
+    """``fn`` reading completions with ``reader`` (keeps ``__name__``: TRL names the component after it)."""
+    if reader is None:
+        return fn
+    wrapped = functools.partial(fn, reader=reader)
+    wrapped.__name__ = fn.__name__  # type: ignore[attr-defined]
+    return wrapped
+
+
+def build_reward_funcs(cfg: RewardConfig, reader: CompletionReader | None = None
+                       ) -> tuple[list[Callable], list[float]]:
     """The TRL ``reward_funcs`` and ``reward_weights`` for a run's reward config.
+
+    ``reader`` (:meth:`CompletionReader.for_tokenizer`, set by ``training.grpo``): every component
+    reads completions with it, so a truncated completion scores 0 in each.
 
     >>> fns, w = build_reward_funcs(RewardConfig(components={"format": 0.1, "meta": 1.0}))
     >>> [getattr(f, "__name__") for f in fns], w
@@ -393,11 +467,11 @@ def build_reward_funcs(cfg: RewardConfig) -> tuple[list[Callable], list[float]]:
     weights: list[float] = []
     for name, weight in cfg.components.items():
         if name == "format":
-            funcs.append(format_reward)
+            funcs.append(_with_reader(format_reward, reader))
         elif name == "rough":
-            funcs.append(rough_reward)
+            funcs.append(_with_reader(rough_reward, reader))
         elif name == "meta":
-            funcs.append(MetaReward.from_config(cfg, optimised=float(weight) != 0.0))
+            funcs.append(MetaReward.from_config(cfg, optimised=float(weight) != 0.0, reader=reader))
         else:
             raise InputError(f"unknown reward component {name!r} (expected format, rough or meta)")
         weights.append(float(weight))
@@ -406,6 +480,7 @@ def build_reward_funcs(cfg: RewardConfig) -> tuple[list[Callable], list[float]]:
 
 __all__ = [
     "NO_STEP",
+    "CompletionReader",
     "JudgeFailureError",
     "MetaReward",
     "RewardConfig",

@@ -14,7 +14,8 @@ what follows it is read; an unclosed ``<think>`` gives ``unclosed_thinking``, so
 block drafted mid-thought is never a verdict. ``parse_completion`` turns an engine
 completion into a pass: ``finish_reason == "length"`` is ``truncated`` whatever
 the text holds, and server-separated reasoning (``reasoning_content``) is kept,
-never parsed.
+never parsed. ``finish_reason_of`` gives token ids (GRPO's completions) the same ``finish_reason``,
+so the reward and evaluation decide a completion's status in one place.
 """
 
 from __future__ import annotations
@@ -241,6 +242,24 @@ def parse_completion(text: str | None, finish_reason: str | None = None, reasoni
                                   finish_reason=finish_reason)
     out = parse_verification(text, n_steps, opened_thinking)
     return dataclasses.replace(out, reasoning=both, finish_reason=finish_reason)
+
+
+def finish_reason_of(completion_ids: Sequence[int], eos_token_ids: Sequence[int] | int | None,
+                     max_tokens: int | None = None) -> str:
+    """How a generation from token ids ended, as vLLM reports it (``Completion.finish_reason``).
+
+    ``"stop"`` when the ids hold an EOS token; ``"length"`` when they end without one at ``max_tokens``
+    (or ``max_tokens`` is None), the case ``parse_completion`` makes ``truncated``; ``"stop"`` otherwise
+    (a stop string ended it). TRL's GRPO hands the reward these ids (``completion_ids``), so training
+    reads a completion through ``parse_completion`` exactly as evaluation does (issue 23 item 2).
+
+    >>> finish_reason_of([5, 9, 2], eos_token_ids=2), finish_reason_of([5, 9, 7], 2, max_tokens=3)
+    ('stop', 'length')
+    """
+    eos = {eos_token_ids} if isinstance(eos_token_ids, int) else set(eos_token_ids or ())
+    if any(t in eos for t in completion_ids):
+        return "stop"
+    return "length" if max_tokens is None or len(completion_ids) >= max_tokens else "stop"
 
 
 def parse_meta_completion(text: str | None, finish_reason: str | None = None, reasoning: str | None = "", *,
