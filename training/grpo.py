@@ -37,6 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # `accelerate launch training/grpo.py` puts training/ first on the path
     sys.path.insert(0, str(REPO))
 
+from training.prover_reward import ProverRLConfig
 from training.rewards import RewardConfig
 from verifier.config import redact
 from verifier.engine import EndpointConfig
@@ -208,6 +209,7 @@ class GRPORunConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     wandb: WandbSettings = field(default_factory=WandbSettings)
     launch: LaunchSettings = field(default_factory=LaunchSettings)
+    prover: ProverRLConfig = field(default_factory=ProverRLConfig)  # experiment=prover_rl (training.prover_reward)
     overrides: list[str] = field(default_factory=list)  # filled from Hydra; names the W&B run
 
 
@@ -653,15 +655,28 @@ def build_trainer(cfg: GRPORunConfig, out: Path, train_trajs, report_wandb: bool
     from training.rewards import build_reward_funcs
 
     model, tokenizer, peft_config = load_model(cfg.model, cfg.init_from)
-    dataset = build_grpo_dataset(train_trajs, with_reference=cfg.data.with_reference)
-    if cfg.data.prompt_template != "verify":
+    dataset = None
+    if cfg.prover.enabled:  # prover GRPO: rows are problems, the reward is the served verifier's acceptance
+        from datasets import Dataset
+
+        from training.prover_reward import problem_rows
+
+        dataset = Dataset.from_list(problem_rows(train_trajs, cfg.prover.template))
+    else:
+        dataset = build_grpo_dataset(train_trajs, with_reference=cfg.data.with_reference)
+    if cfg.data.prompt_template != "verify" and not cfg.prover.enabled:
         from verifier.templates import as_messages, verification_prompt
 
         prompts = [as_messages(verification_prompt(t, cfg.data.with_reference, template=cfg.data.prompt_template))
                    for t in train_trajs]
         dataset = dataset.remove_columns("prompt").add_column("prompt", prompts)
     dataset = _truncate_prompt(dataset, tokenizer, cfg.grpo.max_prompt_length)
-    funcs, weights = build_reward_funcs(cfg.reward)
+    if cfg.prover.enabled:
+        from training.prover_reward import build_prover_reward
+
+        funcs, weights = build_prover_reward(cfg.prover)
+    else:
+        funcs, weights = build_reward_funcs(cfg.reward)
     args = grpo_config(cfg, out, weights, report_wandb=report_wandb)
     trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=args, train_dataset=dataset,
                           processing_class=tokenizer, peft_config=peft_config,
@@ -716,7 +731,11 @@ def train(cfg: GRPORunConfig, out: Path, train_trajs, run) -> dict[str, Any]:
     summary = {"global_step": trainer.state.global_step, "train_loss": result.training_loss,
                "resumed_from": resume_from.name if resume_from else None, "final": str(final),
                "log_history": trainer.state.log_history}
-    if meta is not None:
+    if cfg.prover.enabled:
+        from training.prover_reward import summary as prover_summary
+
+        summary["prover_reward"] = prover_summary(funcs)
+    elif meta is not None:
         t = meta.total
         summary["meta_reward"] = {"completions": t.n, "unparseable": t.n_unparseable, "judged": t.n_judged,
                                   "judge_failed": t.n_failed, "grades": dict(t.grades),
@@ -751,7 +770,6 @@ def merge_adapter(base: str, adapter: Path, dest: Path, model_cfg: ModelConfig) 
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
-
     from transformers.integrations import deepspeed as hf_deepspeed
 
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
@@ -831,7 +849,12 @@ def run(cfg: GRPORunConfig) -> dict[str, Any]:
     (out / "config.json").write_text(json.dumps(redact(cfg), indent=1, default=str))
     is_main = int(os.environ.get("RANK", "0")) == 0
     wb = init_wandb(cfg, out, is_main)
-    train_trajs, eval_trajs = load_trajectories_for(cfg.data)
+    if cfg.prover.enabled:  # problems, not trajectories (held-out problems disjoint from training)
+        from training.prover_reward import load_problems
+
+        train_trajs, eval_trajs = load_problems(cfg.prover, cfg.data)
+    else:
+        train_trajs, eval_trajs = load_trajectories_for(cfg.data)
     log.info("%s: %d training and %d held-out trajectories", cfg.experiment_name, len(train_trajs), len(eval_trajs))
     summary: dict[str, Any] = {"experiment": cfg.experiment_name, "run_name": run_name(cfg),
                                "n_train": len(train_trajs), "n_eval": len(eval_trajs)}
@@ -849,7 +872,12 @@ def run(cfg: GRPORunConfig) -> dict[str, Any]:
         model_dir = ensure_model(cfg.init_from or cfg.model.name_or_path)
     metrics: dict[str, Any] = {}
     if cfg.eval.enabled and eval_trajs and is_main:
-        metrics = evaluate_heldout(cfg, out, eval_trajs, model_dir)
+        if cfg.prover.enabled:  # held-out ProverBench on the saved prover (training.prover_reward)
+            from training.prover_reward import evaluate_prover
+
+            metrics = evaluate_prover(cfg.prover, cfg.eval, out, eval_trajs, model_dir, cfg.experiment_name)
+        else:
+            metrics = evaluate_heldout(cfg, out, eval_trajs, model_dir)
         metrics["run"] = summary
         write_metrics(out, metrics)
         if wb is not None:
