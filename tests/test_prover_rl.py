@@ -24,6 +24,10 @@ def test_gold_checker_agrees_with_the_planted_annotations():
     t = trajs[0]
     assert not check_proof(t.problem, gold_proof(t.problem)[:-1]).true  # a step missing
     assert not check_proof("Prove Fermat.", ["Step"]).true
+    # free text a prover writes: a wrong result followed by a step that starts from the right value
+    assert not check_proof("Compute 5 + 3 - 2.", ["5 + 3 = 9", "8 - 2 = 6", "So the answer is 6."]).true
+    assert not check_proof("Compute 5 + 3 - 2.", ["5 + 3 = 8", "8 + 2 = 10", "So the answer is 10."]).true
+    assert check_proof("Compute 5 + 3 - 2.", ["5 + 3 == 8", "8 - 2 -> 6", "So the answer is 6."]).true  # slips
 
 
 def _columns(problems, g):
@@ -122,3 +126,18 @@ def test_prover_config_errors():
         ProverRLConfig(policy="median").validate()
     with pytest.raises(ValueError, match="prover.reward"):
         ProverRLConfig(reward="oracle").validate()
+
+
+def test_prover_rl_experiment_composes_on_both_profiles():
+    from training.grpo import GRPORunConfig, ToyScaleError, check_scale
+    from verifier.config import compose
+
+    tiny = compose("grpo", GRPORunConfig, ["experiment=prover_rl", "prover.pool.rule=majority",
+                                           "prover.pool.verifiers=[{base_url: 'http://h:1/v1', model: v2}]"])
+    assert tiny.prover.enabled and tiny.experiment_name == "prover_rl" and tiny.prover.judge.n == 2
+    assert tiny.prover.pool.verifiers[0].model == "v2" and tiny.grpo.max_completion_length == 64
+    check_scale(tiny)  # the tiny model with tiny values: fine
+    cluster = compose("grpo", GRPORunConfig, ["experiment=prover_rl", "profile=cluster", "model=qwen3_8b"])
+    assert cluster.prover.judge.n == 8 and cluster.prover.eval_passes == 8
+    with pytest.raises(ToyScaleError):  # a real model with the tiny profile's budgets stops before loading
+        check_scale(compose("grpo", GRPORunConfig, ["experiment=prover_rl", "model=qwen3_8b"]))
