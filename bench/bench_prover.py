@@ -122,7 +122,15 @@ def main(argv: list[str] | None = None) -> None:
     from datasets import Dataset
 
     from data_pipeline.synthetic_check import gold_proof, proof_text
-    from training.grpo import DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings, run
+    from training.grpo import (
+        DataConfig,
+        EvalConfig,
+        GRPORunConfig,
+        GRPOSettings,
+        ModelConfig,
+        WandbSettings,
+        run,
+    )
     from training.prover_reward import ProverRLConfig, problem_rows, synthetic_problems
     from training.sft import SFTRunConfig, sft_train
     from verifier.engine import EndpointConfig
