@@ -302,12 +302,12 @@ def _f(v: Any) -> str:
 
 def _markdown(report: dict[str, Any], cfg: BenchConfig) -> str:
     lines = ["# bench-prover: a prover trained against the served verifier, and how much of its gain is real", "",
-             f"Held-out: {report['rows']['before']['n']} proofs (one per problem, problems disjoint from training), "
+             (f"Held-out: {report['rows']['before']['n']} proofs (one per problem, problems disjoint from training), "
              f"accepted = all {cfg.eval_passes} passes of the served verifier accept; true = the exact checker; "
              "hacking = accepted but false (share of all proofs). Arms: GRPO from the SFT prover with the same budget "
-             f"({cfg.grpo_steps} steps x {cfg.grpo_batch} completions), seed {cfg.seed}, one seed per arm.", "",
-             "| model | accepted % | true % | hacking % | accepted after refine % | true after refine % | "
-             "refine gain (acc, pts) | refine gain (true, pts) |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             f"({cfg.grpo_steps} steps x {cfg.grpo_batch} completions), seed {cfg.seed}, one seed per arm."), "",
+             ("| model | accepted % | true % | hacking % | accepted after refine % | true after refine % | "
+             "refine gain (acc, pts) | refine gain (true, pts) |"), "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, r in report["rows"].items():
         lines.append(f"| {name} | {_f(r['accept'])} | {_f(r['true_acc'])} | {_f(r['hacking_rate'])} | "
                      f"{_f(r['accept_refined'])} | {_f(r['true_acc_refined'])} | {_f(r['refine_gain'])} | "
@@ -324,7 +324,7 @@ def _markdown(report: dict[str, Any], cfg: BenchConfig) -> str:
 def _plot(report: dict[str, Any], path: Path) -> None:
     from verifier.results import figure, save_figure
 
-    fig, axes = figure((10.0, 3.6))
+    fig, _axes = figure((10.0, 3.6))
     fig.clf()
     ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     for i, (arm, c) in enumerate(report["curves"].items()):
