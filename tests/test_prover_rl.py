@@ -139,5 +139,12 @@ def test_prover_rl_experiment_composes_on_both_profiles():
     check_scale(tiny)  # the tiny model with tiny values: fine
     cluster = compose("grpo", GRPORunConfig, ["experiment=prover_rl", "profile=cluster", "model=qwen3_8b"])
     assert cluster.prover.judge.n == 8 and cluster.prover.eval_passes == 8
+    with pytest.raises(ToyScaleError, match="prover.problems=null"):  # synthetic problems on a real model
+        check_scale(cluster)
+    # the docs/prover.md cluster command passes the scale check
+    check_scale(compose("grpo", GRPORunConfig, [
+        "profile=cluster", "experiment=prover_rl", "model=qwen3_8b_full", "init_from=/scratch/prover_sft/final",
+        "prover.problems=/data/p.jsonl", "prover.eval_problems=/data/pb.csv", "prover.judge.max_tokens=8192",
+        "grpo.max_completion_length=16384", "eval.max_new_tokens=16384"]))
     with pytest.raises(ToyScaleError):  # a real model with the tiny profile's budgets stops before loading
         check_scale(compose("grpo", GRPORunConfig, ["experiment=prover_rl", "model=qwen3_8b"]))

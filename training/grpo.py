@@ -282,7 +282,12 @@ def data_toy_values(data: DataConfig, need_eval_cap: bool = True) -> list[str]:
 
 def toy_values(cfg: GRPORunConfig) -> list[str]:
     """Every key of a GRPO run that carries a tiny-profile value, each with the reason."""
-    bad = data_toy_values(cfg.data, need_eval_cap=cfg.eval.enabled)
+    if cfg.prover.enabled:  # prover GRPO: problems files and the verifier's budget (training.prover_reward)
+        from training.prover_reward import prover_toy_values
+
+        bad = prover_toy_values(cfg.prover, cfg.data, TOY_RECORDS, TOY_TOKENS)
+    else:
+        bad = data_toy_values(cfg.data, need_eval_cap=cfg.eval.enabled)
     g, ev = cfg.grpo, cfg.eval
     if cfg.train and g.max_completion_length <= TOY_TOKENS:
         bad.append(f"grpo.max_completion_length={g.max_completion_length} (<= {TOY_TOKENS} tokens)")

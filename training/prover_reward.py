@@ -75,6 +75,20 @@ class ProverRLConfig:
         self.pool.validate()
 
 
+def prover_toy_values(cfg: ProverRLConfig, data: Any, toy_records: int, toy_tokens: int) -> list[str]:
+    """The tiny-profile values of a prover run's data and judge (``training.grpo.toy_values`` adds the budgets)."""
+    bad = []
+    if not cfg.problems:
+        bad.append("prover.problems=null (synthetic problems, the tiny stand-in; give a problems JSONL / CSV)")
+    if not cfg.eval_problems:
+        bad.append("prover.eval_problems=null (synthetic held-out problems; give a held-out problems file)")
+    if data.n_train and data.n_train <= toy_records:
+        bad.append(f"data.n_train={data.n_train} (a cap of <= {toy_records} problems; null = all)")
+    if cfg.reward == "verifier" and cfg.judge.max_tokens <= toy_tokens:
+        bad.append(f"prover.judge.max_tokens={cfg.judge.max_tokens} (<= {toy_tokens} tokens: verdicts would be cut)")
+    return bad
+
+
 # ---------------------------------------------------------------------------------------------- data
 
 
