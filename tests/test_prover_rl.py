@@ -148,3 +148,36 @@ def test_prover_rl_experiment_composes_on_both_profiles():
         "grpo.max_completion_length=16384", "eval.max_new_tokens=16384"]))
     with pytest.raises(ToyScaleError):  # a real model with the tiny profile's budgets stops before loading
         check_scale(compose("grpo", GRPORunConfig, ["experiment=prover_rl", "model=qwen3_8b"]))
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_prover_rl_accelerate_launch_with_the_served_verifier(tmp_path, tiny_model, endpoint):
+    """The contract command: GRPO on problems with the served verifier's acceptance as reward (real vLLM
+    server), then held-out ProverBench on the saved prover (vllm.LLM) judged by the same server."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    out = tmp_path / "prover"
+    rx = synthetic_verdict_regex(50, 0).replace("\n", "\\n")
+    cmd = [str(Path(sys.executable).parent / "accelerate"), "launch", "training/grpo.py", "experiment=prover_rl",
+           f"output_dir={out}", f"model.name_or_path={tiny_model}", "grpo.max_steps=2", "data.n_train=8",
+           "data.n_eval=6", "wandb.enabled=false", f"prover.verifier.base_url={endpoint.base_url}",
+           f"prover.verifier.model={endpoint.model}", f"prover.verifier.api_key={endpoint.api_key}",
+           f"+prover.verifier.extra_body.structured_outputs.regex='{rx}'", "prover.policy=mean"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(repo), WANDB_MODE="offline")
+    p = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    hist = [h for h in json.loads((out / "train_log.json").read_text()) if "rewards/prover/mean" in h]
+    assert len(hist) == 2 and all("prover/accept_rate" in h and "prover/true_rate" in h for h in hist)
+    summary = json.loads((out / "train_summary.json").read_text())["train"]["prover_reward"]
+    assert summary["completions"] == 2 * 4 and summary["judge_failed"] == 0 and summary["checked"] == 8
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["heldout"]["model"] == str(out / "final") and m["n"] == 6 and m["passes"] == 2
+    assert set(m["gold"]) == {"round0", "refined"} and m["gold"]["round0"]["n"] == 6
+    assert (out / "heldout" / "proofs.jsonl").exists() and (out / "heldout" / "report.md").exists()
+    assert "test-key" not in (out / "config.json").read_text()  # the API key never reaches a file
