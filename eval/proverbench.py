@@ -1,51 +1,70 @@
 """ProverBench run: a generator writes proofs, the verifier judges them pessimistically (sections 4.4, 5.2, Table 1).
 
 ``python -m eval.proverbench problems=PATH out=DIR generator.base_url=URL generator.model=NAME
-verifier.base_url=URL verifier.model=NAME [judge.n=8] [proofs_per_problem=1]``
+verifier.base_url=URL verifier.model=NAME [judge.n=8] [proofs_per_problem=1] [refine.rounds=R]
+[pool.verifiers='[{base_url: URL2, model: NAME2}]' pool.rule=all|majority]``
 
-1. Generation: the B.1 prompt (``verifier.templates.generation_prompt``) for each problem;
-   the completion is split into steps (``split_proof_steps``) and appended to
-   ``DIR/proofs.jsonl`` as a trajectory (``generator`` = the model; generation status in ``meta``).
-   A truncated or empty proof is kept (it will be judged, and rejected); a failed request is
-   not persisted and is retried by the next run.
+1. Generation on THE generation runner (``verifier.generation``): the B.1 prompt for each
+   (problem, sample); the completion is split into steps and appended to ``DIR/proofs.jsonl`` as
+   a trajectory (``generator`` = the model; generation status in ``meta``). A truncated or empty
+   proof is kept (it will be judged, and rejected); a failed request is not persisted and is
+   retried by the next run.
 2. Judging: ``judge.n`` passes (8) under ``judge.policy`` (pessimistic: accepted only if every
    pass accepts), the reference solution in the prompt when the set has one
    (``judge.with_reference``). Rows go to ``DIR/judgments.jsonl``.
-3. Score: acceptance overall, per split (UG / QE; IMO-ProofBench: its Level) and per subject,
+   A judge pool (``pool.verifiers``, ``verifier.pool``): every member judges into its own file
+   (``judgments.jsonl`` for ``verifier``, ``judgments.pool<k>.jsonl``); a proof is accepted only when
+   ``all`` members (or a strict ``majority``) accept; the report shows each model's acceptance too.
+3. Refine (``refine.rounds=R``, DeepSeekMath-V2's generate -> verify -> refine): a proof the verifier
+   rejects goes back to the generator with the rationale of a rejecting pass (``revise_proof.j2``);
+   the revision (id ``P/g0/r1``, ...) is judged the same way, up to R rounds. Acceptance after each
+   round by split and subject (``metrics.json`` ``refine``), ``refine.png``; each version keeps its
+   history (earlier versions, rationales, verdicts), shown in the judgment browser.
+4. Score: acceptance overall, per split (UG / QE; IMO-ProofBench: its Level) and per subject,
    with 95% CIs clustered by problem; the k-curve; judge noise. ``DIR/metrics.json``,
    ``DIR/report.md``, ``acceptance.png``, ``k_curve.png``, W&B.
 
-Both files are written as work completes; a killed run resumes where it stopped.
+Every file is written as work completes; a killed run resumes where it stopped: each
+(problem, sample, round) is generated and judged exactly once.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from data_pipeline.importers import ProofProblem, load_proofbench_problems
-from verifier.budget import check_budget
-from verifier.engine import EndpointConfig, Engine, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
-from verifier.io import JsonlAppender, load_trajectories
+from verifier.engine import EndpointConfig, Engine, OpenAIEngine
+from verifier.generation import (
+    GenerationConfig,
+    GenTask,
+    history_entry,
+    refine_condition,
+    tasks_for,
+    version_id,
+)
+from verifier.generation import generate as run_generation
+from verifier.io import load_trajectories
 from verifier.judging import JudgeConfig
 from verifier.outputs import holds_output
+from verifier.pool import PoolConfig, member_labels, pool_accepts
 from verifier.records import ProofTrajectory
-from verifier.runner import done_ids
 from verifier.results import WandbConfig, log_eval, pct, write_metrics, write_report
-from verifier.templates import as_messages, generation_prompt, split_proof_steps
+
+GenerationOptions = GenerationConfig  # the prover's sampling (section 5.1: temperature 1.0); former name
 
 
 @dataclass
-class GenerationOptions:
-    """Sampling of the proof generator (section 5.1: temperature 1.0)."""
+class RefineConfig:
+    """The refine loop (issue 25): a rejected proof is revised from a rejecting pass's rationale, up to R rounds."""
 
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 16384
-    run_seed: int = 0
+    rounds: int = 0  # R; 0: generate and judge once
+    template: str = "revise_proof"  # verifier/prompts/<name>.j2: problem, proof_steps, verdict, first_error_step, critique
+    critique_chars: int = 4000
 
 
 @dataclass
@@ -58,8 +77,10 @@ class ProverBenchConfig:
     proofs_per_problem: int = 1
     chunk_size: int = 32  # proofs generated + persisted together
     generator: EndpointConfig = field(default_factory=EndpointConfig)
-    generation: GenerationOptions = field(default_factory=GenerationOptions)
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
     verifier: EndpointConfig = field(default_factory=EndpointConfig)
+    pool: PoolConfig = field(default_factory=PoolConfig)  # more verifiers beside ``verifier`` (a judge pool)
+    refine: RefineConfig = field(default_factory=RefineConfig)
     judge: JudgeConfig = field(default_factory=lambda: JudgeConfig(with_reference=True, max_tokens=4096))
     bootstrap_n: int = 1000
     bootstrap_seed: int = 0
@@ -71,108 +92,112 @@ class ProverBenchConfig:
     browser_index: str | None = None
     wandb: WandbConfig = field(default_factory=lambda: WandbConfig(tags=["proverbench"]))
 
+    def validate(self) -> None:
+        """Stop before any work on a value that makes the run meaningless (names the field)."""
+        if self.proofs_per_problem < 1:
+            raise ValueError(f"proverbench config, field 'proofs_per_problem': must be >= 1, got {self.proofs_per_problem}")
+        if self.refine.rounds < 0:
+            raise ValueError(f"proverbench config, field 'refine.rounds': must be >= 0, got {self.refine.rounds}")
+        self.pool.validate()
+
 
 def proof_id(problem_id: str, j: int) -> str:
-    """Trajectory id of the j-th generated proof of a problem.
+    """Trajectory id of the j-th generated proof of a problem (round 0; ``verifier.generation.version_id``).
 
     >>> proof_id("PB-Basic-001", 0)
     'PB-Basic-001/g0'
     """
-    return f"{problem_id}/g{j}"
+    return version_id(problem_id, j)
 
 
-def to_trajectory(problem: ProofProblem, j: int, text: str, model: str, status: str,
-                  finish_reason: str | None) -> ProofTrajectory:
-    """A generated proof as a trajectory (steps split on ``Step k:`` markers, else paragraphs)."""
-    steps = split_proof_steps(text) if text.strip() else [""]
-    return ProofTrajectory(
-        id=proof_id(problem.id, j), problem_id=problem.id, problem=problem.problem, proof_steps=tuple(steps),
-        reference_solution=problem.reference_solution, subject=problem.subject, split=problem.split,
-        source=problem.source, generator=model,
-        meta={"generation_status": status, "finish_reason": finish_reason, "proof_index": j},
-    )
+def generation_config(cfg: ProverBenchConfig) -> GenerationConfig:
+    """The generation runner's config: ``generation`` plus the chunking and the refine template."""
+    return dataclasses.replace(cfg.generation, chunk_size=cfg.chunk_size, refine_template=cfg.refine.template,
+                               critique_chars=cfg.refine.critique_chars)
 
 
-def generate(problems: Sequence[ProofProblem], cfg: ProverBenchConfig, out: Path) -> dict[str, int]:
-    """Step 1: append missing proofs to ``out/proofs.jsonl``; returns counts."""
-    path = out / "proofs.jsonl"
-    done = done_ids(path)
-    todo = [(p, j) for p in problems for j in range(cfg.proofs_per_problem) if proof_id(p.id, j) not in done]
-    counts = {"proofs_already_done": len(problems) * cfg.proofs_per_problem - len(todo), "generated": 0,
-              "generation_failed": 0, "generation_truncated": 0}
-    if not todo:
-        return counts
-    engine = OpenAIEngine(cfg.generator)
-    g = cfg.generation
-    sampling = SamplingConfig(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens)
-    check_budget(engine, g.max_tokens, [GenerationRequest(as_messages(generation_prompt(p.problem)), key=proof_id(p.id, j))
-                                        for p, j in todo], what="generation.max_tokens")
-    bar = None
-    if cfg.progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(todo), desc="generate proofs", unit="proof")
-    try:
-        with JsonlAppender(path) as app:
-            for start in range(0, len(todo), max(1, cfg.chunk_size)):
-                chunk = todo[start:start + cfg.chunk_size]
-                reqs = [GenerationRequest(as_messages(generation_prompt(p.problem)), n=1,
-                                          seed=base_seed(proof_id(p.id, j), g.run_seed), key=proof_id(p.id, j))
-                        for p, j in chunk]
-                for (p, j), [c] in zip(chunk, engine.generate(reqs, sampling)):
-                    if c.status == "request_failed":
-                        counts["generation_failed"] += 1
-                        continue
-                    status = c.status if c.status != "ok" else ("truncated" if c.finish_reason == "length" else "ok")
-                    counts["generation_truncated"] += status == "truncated"
-                    app.write(to_trajectory(p, j, c.text, engine.model, status, c.finish_reason).to_dict())
-                    counts["generated"] += 1
-                if bar is not None:
-                    bar.update(len(chunk))
-    finally:
-        if bar is not None:
-            bar.close()
-    return counts
+def generate(tasks: Sequence[GenTask], cfg: ProverBenchConfig, out: Path,
+             histories: dict[str, list[dict[str, Any]]] | None = None, desc: str = "generate proofs",
+             engine: Engine | None = None) -> dict[str, int]:
+    """Append the missing proofs of ``tasks`` to ``out/proofs.jsonl`` (the one generation runner); counts.
+    ``engine``: the generator (default: ``cfg.generator``'s endpoint; e.g. ``vllm.LLM`` on a saved prover)."""
+    s = run_generation(tasks, engine or OpenAIEngine(cfg.generator), generation_config(cfg), out / "proofs.jsonl",
+                       histories=histories, progress=cfg.progress, desc=desc)
+    return {"proofs_already_done": s["already_done"], "generated": s["generated"], "generation_failed": s["failed"],
+            "generation_truncated": s["truncated"]}
 
 
-def verifier_engine(cfg: ProverBenchConfig) -> Engine:
-    """The verifier's engine (the one place it is built)."""
-    return OpenAIEngine(cfg.verifier)
+def members(cfg: ProverBenchConfig) -> list[EndpointConfig]:
+    """The judge pool: ``verifier`` first, then ``pool.verifiers``."""
+    return [cfg.verifier, *cfg.pool.verifiers]
 
 
-def judge(trajs: Sequence[ProofTrajectory], cfg: ProverBenchConfig, out: Path) -> dict[str, int]:
-    """Step 2 on the one runner (``verifier.runner.judge``): ``out/judgments.jsonl``; returns counts."""
+def judgments_path(out: Path, k: int) -> Path:
+    """Member k's judgments: ``judgments.jsonl`` for the main verifier, ``judgments.pool<k>.jsonl`` for the others."""
+    return out / ("judgments.jsonl" if k == 0 else f"judgments.pool{k}.jsonl")
+
+
+def verifier_engine(cfg: ProverBenchConfig, k: int = 0) -> Engine:
+    """Member k's engine (the one place it is built)."""
+    return OpenAIEngine(members(cfg)[k])
+
+
+def judge(trajs: Sequence[ProofTrajectory], cfg: ProverBenchConfig, out: Path, k: int = 0
+          ) -> tuple[dict[str, int], dict[str, dict[str, Any]]]:
+    """Step 2 for pool member k on the one runner (``verifier.runner.judge``); (counts, rows by id)."""
     from verifier.judging import PassCache
     from verifier.runner import judge as run_judge
 
     def columns(t: ProofTrajectory) -> dict[str, Any]:
         return {"problem_id": t.problem_id, "split": t.split, "subject": t.subject,
+                "round": int(t.meta.get("round", 0)),
                 "with_reference": bool(cfg.judge.with_reference and t.reference_solution)}
 
-    cache = PassCache(out / "pass_cache.sqlite") if cfg.cache else None
+    cache = PassCache(out / ("pass_cache.sqlite" if k == 0 else f"pass_cache.pool{k}.sqlite")) if cfg.cache else None
+    label = member_labels(members(cfg))[k]
     try:
-        res = run_judge(trajs, verifier_engine(cfg), cfg.judge, out / "judgments.jsonl", columns=columns, cache=cache,
-                        progress=cfg.progress)
+        res = run_judge(trajs, verifier_engine(cfg, k), cfg.judge, judgments_path(out, k), columns=columns,
+                        cache=cache, progress=cfg.progress,
+                        desc=f"judge n={cfg.judge.n} {cfg.judge.policy}" + (f" [{label}]" if cfg.pool.verifiers else ""))
     finally:
         if cache is not None:
             cache.close()
     s = res.summary
-    return {"judgments_already_done": s["already_done"], "judged": s["judged"], "judge_incomplete": s["failed"],
-            "judge_pass_status": s["pass_status"]}
+    return ({"judgments_already_done": s["already_done"], "judged": s["judged"], "judge_incomplete": s["failed"],
+             "judge_pass_status": s["pass_status"]}, res.rows)
 
 
-def score(trajs: Sequence[ProofTrajectory], rows: dict[str, dict[str, Any]], cfg: ProverBenchConfig
-          ) -> dict[str, Any]:
-    """Step 3: the metrics document (acceptance by split / subject, k-curve, flip rate)."""
+def decide(tid: str, member_rows: Sequence[dict[str, dict[str, Any]]], rule: str) -> bool | None:
+    """The pool's decision on one version (None while a member has not judged it)."""
+    rows = [r.get(tid) for r in member_rows]
+    if any(r is None for r in rows):
+        return None
+    return pool_accepts([r["verdict"] == "valid" for r in rows], rule)  # type: ignore[index]
+
+
+def rejecting_row(tid: str, member_rows: Sequence[dict[str, dict[str, Any]]]) -> dict[str, Any] | None:
+    """The row whose rationale goes back to the prover: the first member that rejects."""
+    for rows in member_rows:
+        r = rows.get(tid)
+        if r is not None and r.get("verdict") != "valid":
+            return r
+    return None
+
+
+def score(trajs: Sequence[ProofTrajectory], rows: dict[str, dict[str, Any]], cfg: ProverBenchConfig,
+          decisions: dict[str, bool | None] | None = None) -> dict[str, Any]:
+    """Step 4: the metrics document (acceptance by split / subject, k-curve, flip rate). ``decisions``: the
+    pool's (default: the main verifier's verdicts); the k-curve and flip rate are the main verifier's passes."""
     from eval.metrics import Prediction, acceptance_table, flip_rate, k_curve
     from eval.stats import BootstrapSpec
 
     spec = BootstrapSpec(n=cfg.bootstrap_n, seed=cfg.bootstrap_seed, level=cfg.ci_level)
-    scored = [t for t in trajs if t.id in rows]
+    scored = [t for t in trajs if t.id in rows and (decisions is None or decisions.get(t.id) is not None)]
     preds = [Prediction.from_dict(rows[t.id]) for t in scored]
     from verifier.records import Verdict
 
-    accepted = [p.verdict is Verdict.VALID for p in preds]
+    accepted = ([p.verdict is Verdict.VALID for p in preds] if decisions is None
+                else [bool(decisions[t.id]) for t in scored])
     table = acceptance_table(scored, accepted, spec, tuple(cfg.breakdowns))
     statuses: dict[str, int] = {}
     for t in scored:
@@ -188,6 +213,7 @@ def score(trajs: Sequence[ProofTrajectory], rows: dict[str, dict[str, Any]], cfg
         "n": len(scored),
         "passes": cfg.judge.n,
         "policy": cfg.judge.policy,
+        "pool_rule": cfg.pool.rule if cfg.pool.verifiers else None,
         "counts": {
             "problems": len({t.problem_id for t in scored}),
             "proofs": len(scored),
@@ -224,57 +250,243 @@ def print_table(doc: dict[str, Any], title: str) -> None:
     Console(width=110).print(t)
 
 
-@holds_output()
-def run(cfg: ProverBenchConfig) -> dict[str, Any]:
-    """Generate, judge, score and report; returns the metrics document."""
-    from verifier.io import read_jsonl
+def run_rounds(problems: Sequence[ProofProblem], cfg: ProverBenchConfig, out: Path,
+               generator_engine: Engine | None = None) -> dict[str, Any]:
+    """Generate and judge round 0, then refine the rejected versions for ``refine.rounds`` rounds.
 
+    Returns ``counts``, ``trajs`` (every version, by id), ``rows`` (each member's rows), ``decisions`` (the
+    pool's, by version id) and ``latest`` (per (problem, sample) the version ids of rounds 0..R, in order).
+    Every step reads what is on disk first, so a killed run resumes at the (problem, sample, round) it reached.
+    """
+    from collections import Counter
+
+    counts: Counter = Counter()
+    n_members = len(members(cfg))
+    member_rows: list[dict[str, dict[str, Any]]] = [{} for _ in range(n_members)]
+    trajs: dict[str, ProofTrajectory] = {}
+    by_key = {(p.id, j): p for p in problems for j in range(cfg.proofs_per_problem)}
+    chain: dict[tuple[str, int], list[str]] = {key: [] for key in by_key}  # version ids, round by round
+    tasks = tasks_for(problems, cfg.proofs_per_problem)
+    histories: dict[str, list[dict[str, Any]]] = {}
+    decisions: dict[str, bool | None] = {}
+    per_round: list[dict[str, Any]] = []
+    for r in range(cfg.refine.rounds + 1):
+        if r > 0:  # the rejected latest versions go back to the prover with a rejecting pass's rationale
+            tasks, histories = [], {}
+            for (pid, j), ids in chain.items():
+                if not ids or len(ids) < r or decisions.get(ids[-1]) is not False:
+                    continue  # accepted, not judged yet (re-run to finish) or not generated
+                prev = trajs[ids[-1]]
+                cond = refine_condition(prev, rejecting_row(prev.id, member_rows))
+                if cond is None:
+                    continue
+                task = GenTask(by_key[(pid, j)], j, r, cond)
+                tasks.append(task)
+                histories[task.id] = [*prev.meta.get("history", []),
+                                      history_entry(prev, rejecting_row(prev.id, member_rows), cond)]
+            if not tasks:
+                per_round.append({"round": r, "revised": 0})
+                continue
+        g = generate(tasks, cfg, out, histories, desc=f"generate proofs (round {r})" if r else "generate proofs",
+                     engine=generator_engine)
+        wanted = {t.id for t in tasks}
+        new = [t for t in load_trajectories(out / "proofs.jsonl").records if t.id in wanted]
+        for t in new:
+            trajs[t.id] = t
+            chain[(t.problem_id, int(t.meta.get("proof_index", 0)))].append(t.id)
+        rcounts: Counter = Counter(g)
+        for k in range(n_members):
+            c, rows = judge(new, cfg, out, k)
+            member_rows[k].update(rows)
+            if k == 0:
+                rcounts.update({key: v for key, v in c.items() if key != "judge_pass_status"})
+                rcounts["judge_pass_status"] = c["judge_pass_status"]  # type: ignore[assignment]
+            else:
+                rcounts[f"pool{k}_judge_incomplete"] += c["judge_incomplete"]
+        for t in new:
+            decisions[t.id] = decide(t.id, member_rows, cfg.pool.rule)
+        per_round.append({"round": r, "revised": len(tasks) if r else 0, **dict(rcounts)})
+        for key, v in rcounts.items():
+            if key != "judge_pass_status":
+                counts[key] += v
+        if r == 0:
+            counts["judge_pass_status"] = rcounts.get("judge_pass_status", {})  # type: ignore[assignment]
+    return {"counts": dict(counts), "trajs": trajs, "rows": member_rows, "decisions": decisions, "chain": chain,
+            "per_round": per_round}
+
+
+def accepted_by_round(chain: dict[tuple[str, int], list[str]], decisions: dict[str, bool | None], r: int
+                      ) -> dict[tuple[str, int], bool | None]:
+    """Per (problem, sample): accepted after round r (its version of round <= r is accepted), None if unjudged.
+
+    >>> ch = {("p", 0): ["p/g0", "p/g0/r1"], ("q", 0): ["q/g0"]}
+    >>> d = {"p/g0": False, "p/g0/r1": True, "q/g0": True}
+    >>> accepted_by_round(ch, d, 0), accepted_by_round(ch, d, 1)
+    ({('p', 0): False, ('q', 0): True}, {('p', 0): True, ('q', 0): True})
+    """
+    out: dict[tuple[str, int], bool | None] = {}
+    for key, ids in chain.items():
+        ids = ids[: r + 1]
+        out[key] = None if not ids else decisions.get(ids[-1])
+    return out
+
+
+def refine_doc(res: dict[str, Any], cfg: ProverBenchConfig) -> dict[str, Any]:
+    """Acceptance after each round (overall, by split and subject, 95% CIs over problems) and the gain."""
+    from eval.metrics import acceptance_table
+    from eval.stats import BootstrapSpec
+
+    spec = BootstrapSpec(n=cfg.bootstrap_n, seed=cfg.bootstrap_seed, level=cfg.ci_level)
+    firsts = {key: res["trajs"][ids[0]] for key, ids in res["chain"].items() if ids}
+    by_round = []
+    for r in range(cfg.refine.rounds + 1):
+        acc = accepted_by_round(res["chain"], res["decisions"], r)
+        keys = [k for k in firsts if acc.get(k) is not None]
+        table = acceptance_table([firsts[k] for k in keys], [bool(acc[k]) for k in keys], spec,
+                                 tuple(cfg.breakdowns))
+        by_round.append({"round": r, "acceptance": table,
+                         "versions": sum(1 for ids in res["chain"].values() if len(ids) > r)})
+    v0, vr = by_round[0]["acceptance"]["overall"]["value"], by_round[-1]["acceptance"]["overall"]["value"]
+    return {"rounds": cfg.refine.rounds, "by_round": by_round,
+            "gain": None if v0 is None or vr is None else vr - v0, "per_round_counts": res["per_round"]}
+
+
+def plot_refine(doc: dict[str, Any], path: Path) -> Path:
+    """Acceptance (%) against refine rounds: overall and per split, with the overall 95% CI."""
+    from verifier.results import figure, save_figure
+
+    fig, ax = figure()
+    rounds = [b["round"] for b in doc["by_round"]]
+    overall = [b["acceptance"]["overall"] for b in doc["by_round"]]
+    ys = [100 * (m["value"] or 0.0) for m in overall]
+    ax.plot(rounds, ys, "o-", color="C0", label="overall")
+    cis = [m.get("ci") for m in overall]
+    if all(cis):
+        ax.fill_between(rounds, [100 * c[0] for c in cis], [100 * c[1] for c in cis], color="C0", alpha=0.15)
+    splits = sorted({s for b in doc["by_round"] for s in (b["acceptance"].get("split") or {})})
+    for i, sp in enumerate(splits):
+        vals = [(b["acceptance"].get("split") or {}).get(sp, {}).get("value") for b in doc["by_round"]]
+        ax.plot(rounds, [100 * (v or 0.0) for v in vals], "s--", color=f"C{i + 1}", lw=1, label=f"split {sp}")
+    ax.set_xticks(rounds)
+    ax.set_xlabel("refine rounds")
+    ax.set_ylabel("accepted %")
+    ax.set_ylim(0, 100)
+    ax.set_title("Acceptance after each refine round", fontsize=10)
+    ax.legend(fontsize=7)
+    return save_figure(fig, path)
+
+
+@holds_output()
+def run(cfg: ProverBenchConfig, generator_engine: Engine | None = None) -> dict[str, Any]:
+    """Generate, judge (pool), refine, score and report; returns the metrics document (``generator_engine``:
+    instead of ``cfg.generator``'s endpoint, e.g. ``vllm.LLM`` on a just-trained prover)."""
+    cfg.validate()
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     problems = load_proofbench_problems(cfg.problems)
     if cfg.limit is not None:
         problems = problems[: cfg.limit]
     (out / "config.json").write_text(json.dumps(asdict(_redacted(cfg)), indent=2, default=str) + "\n")
-    counts = generate(problems, cfg, out)
-    wanted = {proof_id(p.id, j) for p in problems for j in range(cfg.proofs_per_problem)}
-    trajs = [t for t in load_trajectories(out / "proofs.jsonl").records if t.id in wanted]
-    counts.update(judge(trajs, cfg, out))
-    rows = {str(r["id"]): r for r in read_jsonl(out / "judgments.jsonl")}
-    doc = score(trajs, rows, cfg)
-    doc["run"] = {**counts, "generator": cfg.generator.model, "verifier": cfg.verifier.model,
-                  "proofs_per_problem": cfg.proofs_per_problem}
+    res = run_rounds(problems, cfg, out, generator_engine)
+    counts = res["counts"]
+    rows = res["rows"][0]
+    labels = member_labels(members(cfg))
+    first = [res["trajs"][ids[0]] for ids in res["chain"].values() if ids]
+    decisions = res["decisions"] if cfg.pool.verifiers else None
+    doc = score(first, rows, cfg, decisions)
+    if cfg.pool.verifiers:  # each model's acceptance beside the pool's (round 0)
+        from eval.metrics import acceptance_table
+        from eval.stats import BootstrapSpec
+
+        spec = BootstrapSpec(n=cfg.bootstrap_n, seed=cfg.bootstrap_seed, level=cfg.ci_level)
+        scored = [t for t in first if res["decisions"].get(t.id) is not None]
+        doc["pool"] = {"rule": cfg.pool.rule, "pool": doc["acceptance"]["overall"], "members": [
+            {"label": lab, "model": ep.model, "acceptance": acceptance_table(
+                scored, [res["rows"][k][t.id]["verdict"] == "valid" for t in scored], spec, ())["overall"]}
+            for k, (lab, ep) in enumerate(zip(labels, members(cfg)))]}
+        for m in doc["pool"]["members"]:
+            doc[f"proverbench.acceptance.model.{m['label']}"] = m["acceptance"]
+    extra: list[str] = []
+    if cfg.refine.rounds:
+        doc["refine"] = refine_doc(res, cfg)
+        for b in doc["refine"]["by_round"]:
+            doc[f"proverbench.refine.round{b['round']}.acceptance"] = b["acceptance"]["overall"]
+        png = plot_refine(doc["refine"], out / "refine.png")
+        extra += [f"## Refine loop ({cfg.refine.rounds} rounds)", "",
+                  ("A rejected proof goes back to the prover with the rationale of a rejecting pass; "
+                  "acceptance of each (problem, sample) after round r (its version of some round <= r accepted)."),
+                  ""]
+        extra += md_rows(["round", "accepted %", "95% CI", "accepted / n", *(f"split {s}" for s in _splits(doc))],
+                         [[b["round"], pct(b["acceptance"]["overall"], ci=False),
+                           _ci(b["acceptance"]["overall"]),
+                           f"{b['acceptance']['overall']['counts']['accepted']}/{b['acceptance']['overall']['counts']['n']}",
+                           *(pct((b["acceptance"].get("split") or {}).get(s), ci=False) if
+                             (b["acceptance"].get("split") or {}).get(s) else "-" for s in _splits(doc))]
+                          for b in doc["refine"]["by_round"]])
+        extra += ["", f"![acceptance against refine rounds]({png.name})", ""]
+    if cfg.pool.verifiers:
+        extra += [f"## Judge pool (rule: {cfg.pool.rule})", ""]
+        extra += md_rows(["verifier", "accepted % [95% CI]", "accepted / n"],
+                         [[m["label"], pct(m["acceptance"]),
+                           f"{m['acceptance']['counts']['accepted']}/{m['acceptance']['counts']['n']}"]
+                          for m in doc["pool"]["members"]]
+                         + [[f"pool ({cfg.pool.rule})", pct(doc["pool"]["pool"]),
+                             f"{doc['pool']['pool']['counts']['accepted']}/{doc['pool']['pool']['counts']['n']}"]])
+        extra += [""]
+    doc["run"] = {**counts, "generator": generator_engine.model if generator_engine else cfg.generator.model, "verifier": cfg.verifier.model,
+                  "pool": labels if cfg.pool.verifiers else None, "proofs_per_problem": cfg.proofs_per_problem}
     doc["inputs"] = {"problems": str(cfg.problems), "proofs": str(out / "proofs.jsonl"),
                      "judgments": str(out / "judgments.jsonl")}
     doc["config"] = asdict(_redacted(cfg))
     path = write_metrics(out, doc)
-    title = cfg.title or f"ProverBench: {cfg.generator.model} judged by {cfg.verifier.model}"
+    title = cfg.title or f"ProverBench: {cfg.generator.model} judged by {' + '.join(labels)}"
     print_table(doc, title)
     browser_index = cfg.browser_index
+    all_versions = list(res["trajs"].values())
     if browser_index is None:  # the report links the judgment browser of this run (eval.browse)
         from eval.browse import write_browser_for_run
 
-        browser_index = write_browser_for_run(out / "judgments.jsonl", trajs, out / "browser", title=title)
-    report = write_report(out, doc, title=title, browser_index=browser_index)
+        browser_index = write_browser_for_run(out / "judgments.jsonl", all_versions, out / "browser", title=title)
+    report = write_report(out, doc, title=title, browser_index=browser_index, extra=extra)
     missing = counts.get("generation_failed", 0) + counts.get("judge_incomplete", 0)
     if missing:
         print(f"warning: {missing} proofs had failed requests and were not scored; re-run the same command "
               "to finish them")
     if cfg.wandb.enabled:
         table_rows = [{"id": t.id, "problem_id": t.problem_id, "split": t.split, "subject": t.subject,
-                       "generation_status": t.meta.get("generation_status"),
-                       "verdict": rows[t.id]["verdict"], "n_accept": rows[t.id].get("n_accept"),
+                       "round": t.meta.get("round", 0), "generation_status": t.meta.get("generation_status"),
+                       "verdict": rows[t.id]["verdict"], "pool_accepts": res["decisions"].get(t.id),
+                       "n_accept": rows[t.id].get("n_accept"),
                        "n_passes": rows[t.id].get("n_passes"), "proof": "\n\n".join(t.proof_steps)[:2000]}
-                      for t in trajs if t.id in rows]
+                      for t in all_versions if t.id in rows]
         log_eval(out, doc, cfg=asdict(_redacted(cfg)), wandb_cfg=cfg.wandb, rows=table_rows,
                  job_type="proverbench")
     print(f"wrote {path} and {report}")
     return doc
 
 
+def _splits(doc: dict[str, Any]) -> list[str]:
+    return sorted({s for b in doc["refine"]["by_round"] for s in (b["acceptance"].get("split") or {})})
+
+
+def _ci(m: dict[str, Any]) -> str:
+    from verifier.results import ci_text
+
+    return ci_text(m)
+
+
+def md_rows(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    from verifier.results import md_table
+
+    return md_table(header, rows)
+
+
 def _redacted(cfg: ProverBenchConfig) -> ProverBenchConfig:
-    g = dataclasses.replace(cfg.generator, api_key="***" if cfg.generator.api_key else None)
-    v = dataclasses.replace(cfg.verifier, api_key="***" if cfg.verifier.api_key else None)
-    return dataclasses.replace(cfg, generator=g, verifier=v)
+    def red(ep: EndpointConfig) -> EndpointConfig:
+        return dataclasses.replace(ep, api_key="***" if ep.api_key else None)
+
+    pool = dataclasses.replace(cfg.pool, verifiers=[red(e) for e in cfg.pool.verifiers])
+    return dataclasses.replace(cfg, generator=red(cfg.generator), verifier=red(cfg.verifier), pool=pool)
 
 
 def main() -> None:

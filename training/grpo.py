@@ -37,6 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # `accelerate launch training/grpo.py` puts training/ first on the path
     sys.path.insert(0, str(REPO))
 
+from training.prover_reward import ProverRLConfig
 from training.rewards import RewardConfig
 from verifier.config import redact
 from verifier.engine import EndpointConfig
@@ -217,6 +218,7 @@ class GRPORunConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     wandb: WandbSettings = field(default_factory=WandbSettings)
     launch: LaunchSettings = field(default_factory=LaunchSettings)
+    prover: ProverRLConfig = field(default_factory=ProverRLConfig)  # experiment=prover_rl (training.prover_reward)
     overrides: list[str] = field(default_factory=list)  # filled from Hydra; names the W&B run
 
 
@@ -289,7 +291,12 @@ def data_toy_values(data: DataConfig, need_eval_cap: bool = True) -> list[str]:
 
 def toy_values(cfg: GRPORunConfig) -> list[str]:
     """Every key of a GRPO run that carries a tiny-profile value, each with the reason."""
-    bad = data_toy_values(cfg.data, need_eval_cap=cfg.eval.enabled)
+    if cfg.prover.enabled:  # prover GRPO: problems files and the verifier's budget (training.prover_reward)
+        from training.prover_reward import prover_toy_values
+
+        bad = prover_toy_values(cfg.prover, cfg.data, TOY_RECORDS, TOY_TOKENS)
+    else:
+        bad = data_toy_values(cfg.data, need_eval_cap=cfg.eval.enabled)
     g, ev = cfg.grpo, cfg.eval
     if cfg.train and g.max_completion_length <= TOY_TOKENS:
         bad.append(f"grpo.max_completion_length={g.max_completion_length} (<= {TOY_TOKENS} tokens)")
@@ -665,8 +672,16 @@ def build_trainer(cfg: GRPORunConfig, out: Path, train_trajs, report_wandb: bool
     from training.rewards import CompletionReader, build_reward_funcs
 
     model, tokenizer, peft_config = load_model(cfg.model, cfg.init_from)
-    dataset = build_grpo_dataset(train_trajs, with_reference=cfg.data.with_reference)
-    if cfg.data.prompt_template != "verify":
+    dataset = None
+    if cfg.prover.enabled:  # prover GRPO: rows are problems, the reward is the served verifier's acceptance
+        from datasets import Dataset
+
+        from training.prover_reward import problem_rows
+
+        dataset = Dataset.from_list(problem_rows(train_trajs, cfg.prover.template))
+    else:
+        dataset = build_grpo_dataset(train_trajs, with_reference=cfg.data.with_reference)
+    if cfg.data.prompt_template != "verify" and not cfg.prover.enabled:
         from verifier.templates import as_messages, verification_prompt
 
         prompts = [as_messages(verification_prompt(t, cfg.data.with_reference, template=cfg.data.prompt_template))
@@ -676,7 +691,12 @@ def build_trainer(cfg: GRPORunConfig, out: Path, train_trajs, report_wandb: bool
     # the rewards read completions as evaluation does: cut at max_completion_length without EOS = truncated
     reader = CompletionReader.for_tokenizer(tokenizer, getattr(model, "generation_config", None),
                                             cfg.grpo.max_completion_length)
-    funcs, weights = build_reward_funcs(cfg.reward, reader)
+    if cfg.prover.enabled:
+        from training.prover_reward import build_prover_reward
+
+        funcs, weights = build_prover_reward(cfg.prover)
+    else:
+        funcs, weights = build_reward_funcs(cfg.reward, reader)
     args = grpo_config(cfg, out, weights, report_wandb=report_wandb)
     trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=args, train_dataset=dataset,
                           processing_class=tokenizer, peft_config=peft_config,
@@ -736,7 +756,11 @@ def train(cfg: GRPORunConfig, out: Path, train_trajs, run) -> dict[str, Any]:
     summary = {"global_step": trainer.state.global_step, "train_loss": result.training_loss,
                "resumed_from": resume_from.name if resume_from else None, "final": str(final),
                "log_history": trainer.state.log_history}
-    if meta is not None:
+    if cfg.prover.enabled:
+        from training.prover_reward import summary as prover_summary
+
+        summary["prover_reward"] = prover_summary(funcs)
+    elif meta is not None:
         t = meta.total
         summary["meta_reward"] = {"completions": t.n, "unparseable": t.n_unparseable,
                                   "truncated": t.n_truncated, "judged": t.n_judged,
@@ -855,7 +879,12 @@ def run(cfg: GRPORunConfig) -> dict[str, Any]:
     (out / "config.json").write_text(json.dumps(redact(cfg), indent=1, default=str))
     is_main = int(os.environ.get("RANK", "0")) == 0
     wb = init_wandb(cfg, out, is_main)
-    train_trajs, eval_trajs = load_trajectories_for(cfg.data)
+    if cfg.prover.enabled:  # problems, not trajectories (held-out problems disjoint from training)
+        from training.prover_reward import load_problems
+
+        train_trajs, eval_trajs = load_problems(cfg.prover, cfg.data)
+    else:
+        train_trajs, eval_trajs = load_trajectories_for(cfg.data)
     log.info("%s: %d training and %d held-out trajectories", cfg.experiment_name, len(train_trajs), len(eval_trajs))
     if cfg.eval.enabled and not eval_trajs:
         raise ladder.LadderConfigError(f"{cfg.experiment_name}: no held-out trajectories (data.eval_path="
@@ -880,7 +909,12 @@ def run(cfg: GRPORunConfig) -> dict[str, Any]:
         model_dir = ensure_model(cfg.init_from or cfg.model.name_or_path)
     metrics: dict[str, Any] = {}
     if cfg.eval.enabled and eval_trajs and is_main:
-        metrics = evaluate_heldout(cfg, out, eval_trajs, model_dir)
+        if cfg.prover.enabled:  # held-out ProverBench on the saved prover (training.prover_reward)
+            from training.prover_reward import evaluate_prover
+
+            metrics = evaluate_prover(cfg.prover, cfg.eval, out, eval_trajs, model_dir, cfg.experiment_name)
+        else:
+            metrics = evaluate_heldout(cfg, out, eval_trajs, model_dir)
         metrics["run"] = summary
         write_metrics(out, metrics)
         if wb is not None:

@@ -130,8 +130,9 @@ def sft_dataset(trajs: Sequence, style: str = "short", with_reference: bool = Fa
     } for t in trajs])
 
 
-def sft_train(cfg: SFTRunConfig, trajs: Sequence, model_path: str | None = None) -> Path:
-    """Fine-tune on the gold verifications of ``trajs``; returns ``output_dir/final``."""
+def sft_train(cfg: SFTRunConfig, trajs: Sequence, model_path: str | None = None, dataset: Any = None) -> Path:
+    """Fine-tune on the gold verifications of ``trajs`` (or on ``dataset``: prompt-completion rows, e.g. the
+    prover's gold proofs, ``bench/bench_prover.py``); returns ``output_dir/final``."""
     from trl import SFTConfig, SFTTrainer
 
     from training.grpo import load_model
@@ -140,7 +141,8 @@ def sft_train(cfg: SFTRunConfig, trajs: Sequence, model_path: str | None = None)
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     model, tokenizer, peft_config = load_model(cfg.model, model_path)
-    ds = sft_dataset(trajs, cfg.style, cfg.data.with_reference, cfg.data.prompt_template)
+    ds = dataset if dataset is not None else sft_dataset(trajs, cfg.style, cfg.data.with_reference,
+                                                         cfg.data.prompt_template)
     args = SFTConfig(
         output_dir=str(out), max_steps=cfg.max_steps, num_train_epochs=cfg.num_train_epochs,
         per_device_train_batch_size=cfg.per_device_train_batch_size,

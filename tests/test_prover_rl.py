@@ -1,0 +1,183 @@
+"""Prover GRPO (issue 25 item 2): the gold checker, the prover reward and its failure handling."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+
+from data_pipeline.synthetic import generate_synthetic
+from data_pipeline.synthetic_check import check_proof, gold_proof, proof_text
+from training.prover_reward import GoldReward, ProverReward, ProverRLConfig, problem_rows, synthetic_problems
+from training.rewards import JudgeFailureError
+from verifier.engine import EndpointConfig, OpenAIEngine
+from verifier.judging import synthetic_verdict_regex
+
+
+def test_gold_checker_agrees_with_the_planted_annotations():
+    trajs = generate_synthetic(600, seed=5, ops="+-*", recoverable_rate=0.5)
+    for t in trajs:
+        assert check_proof(t.problem, t.proof_steps).true == t.annotation.is_valid, (t.id, t.proof_steps)
+    for t in trajs[:50]:
+        assert check_proof(t.problem, gold_proof(t.problem)).true
+    t = trajs[0]
+    assert not check_proof(t.problem, gold_proof(t.problem)[:-1]).true  # a step missing
+    assert not check_proof("Prove Fermat.", ["Step"]).true
+    # free text a prover writes: a wrong result followed by a step that starts from the right value
+    assert not check_proof("Compute 5 + 3 - 2.", ["5 + 3 = 9", "8 - 2 = 6", "So the answer is 6."]).true
+    assert not check_proof("Compute 5 + 3 - 2.", ["5 + 3 = 8", "8 + 2 = 10", "So the answer is 10."]).true
+    assert check_proof("Compute 5 + 3 - 2.", ["5 + 3 == 8", "8 - 2 -> 6", "So the answer is 6."]).true  # slips
+
+
+def _columns(problems, g):
+    rows = problem_rows(problems)
+    return {k: [r[k] for r in rows for _ in range(g)] for k in ("problem_id", "problem", "reference_solution",
+                                                                 "split", "subject")}
+
+
+def test_gold_reward_scores_true_proofs_and_logs_hacking_free():
+    probs = synthetic_problems(3, seed=1)
+    completions = [[{"role": "assistant", "content": proof_text(gold_proof(p.problem))}] for p in probs]
+    completions[1] = [{"role": "assistant", "content": "Step 0: 1 + 1 = 3\n\nStep 1: So the answer is 3."}]
+    logged = {}
+    r = GoldReward()
+    out = r(completions, **_columns(probs, 1), log_metric=lambda k, v: logged.__setitem__(k, v))
+    assert out == [1.0, 0.0, 1.0]
+    assert logged["prover/true_rate"] == pytest.approx(2 / 3) and logged["prover/hacking_rate"] == 0.0
+
+
+class DroppingEngine:
+    """The real engine, except that requests of chosen proofs fail (a server dropping them after retries)."""
+
+    def __init__(self, engine, drop):
+        self.engine, self.drop, self.model = engine, drop, engine.model
+
+    async def agenerate(self, requests, sampling):
+        from verifier.engine import Completion
+
+        keep = [r for r in requests if not any(d in r.key for d in self.drop)]
+        got = iter(await self.engine.agenerate(keep, sampling) if keep else [])
+        return [[Completion(status="request_failed", error="injected: connection dropped")] * r.n
+                if any(d in r.key for d in self.drop) else next(got) for r in requests]
+
+    def generate(self, requests, sampling, progress=False):
+        from verifier.engine import run_sync
+
+        return run_sync(self.agenerate(requests, sampling))
+
+
+def _cfg(endpoint, **kw):
+    ep = dataclasses.replace(endpoint, extra_body={"structured_outputs": {"regex": synthetic_verdict_regex(50, 0)}})
+    cfg = ProverRLConfig(enabled=True, verifier=ep, **kw)
+    cfg.judge = dataclasses.replace(cfg.judge, n=4, max_tokens=64)
+    return cfg
+
+
+@pytest.mark.vllm
+def test_prover_reward_policies_failures_and_stop(endpoint):
+    probs = synthetic_problems(4, seed=2)
+    cols = _columns(probs, 2)
+    completions = [[{"role": "assistant", "content": proof_text(gold_proof(p))}] for p in cols["problem"]]
+    completions[1] = [{"role": "assistant", "content": "Step 0: 2 + 2 = 5\n\nStep 1: So the answer is 5."}]
+    logged = {}
+    kw = {**cols, "log_metric": lambda k, v: logged.__setitem__(k, v)}
+
+    pess = ProverReward(_cfg(endpoint, policy="pessimistic"))
+    mean = ProverReward(_cfg(endpoint, policy="mean"))
+    rp = asyncio.run(pess(completions, **kw))
+    rm = asyncio.run(mean(completions, **kw))
+    assert all(v in (0.0, 1.0) for v in rp) and all(0.0 <= v <= 1.0 for v in rm)
+    assert [v == 1.0 for v in rm] == [v == 1.0 for v in rp]  # same seeds: all 4 passes accept in both
+    assert any(0.0 < v < 1.0 for v in rm), "a 50% verifier over 4 passes gives partial scores"
+    st = pess.last
+    assert st.n == 8 and st.n_failed == 0 and st.n_checked == 8 and st.n_true == 7
+    assert st.n_hacked == int(rp[1] == 1.0)  # the one false proof, if the verifier accepted it
+    assert logged["prover/true_rate"] == pytest.approx(7 / 8)
+
+    # a failed call is neutral (None) and counted; under the limit the step goes on
+    real = OpenAIEngine(pess.cfg.verifier)
+    few = ProverReward(_cfg(endpoint, max_failed_fraction=0.25), engines=[DroppingEngine(real, ["/c3"])])
+    out = asyncio.run(few(completions, **kw))
+    assert out[3] is None and sum(v is None for v in out) == 1 and few.last.n_failed == 1
+    assert [v for i, v in enumerate(out) if i != 3] == [v for i, v in enumerate(rp) if i != 3]
+    assert logged["prover/judge_failures"] == 1
+    # too many failures stop the run with one clear error
+    many = ProverReward(_cfg(endpoint, max_failed_fraction=0.25),
+                        engines=[DroppingEngine(real, ["/c1", "/c3", "/c5"])])
+    with pytest.raises(JudgeFailureError, match=r"3 of 8 verifier judgments failed.*prover.verifier.base_url"):
+        asyncio.run(many(completions, **kw))
+
+
+def test_prover_reward_stops_when_the_verifier_is_down():
+    dead = EndpointConfig(base_url="http://127.0.0.1:9/v1", api_key="k", model="verifier", max_retries=0,
+                          timeout_s=5)
+    cfg = ProverRLConfig(enabled=True, verifier=dead)
+    cfg.judge = dataclasses.replace(cfg.judge, n=2, max_tokens=16)
+    probs = synthetic_problems(2, seed=3)
+    r = ProverReward(cfg)
+    with pytest.raises(JudgeFailureError, match="2 of 2 verifier judgments failed"):
+        asyncio.run(r([[{"role": "assistant", "content": "Step 0: x"}]] * 2, **_columns(probs, 1)))
+    assert r.last.n_failed == 2
+
+
+def test_prover_config_errors():
+    with pytest.raises(ValueError, match="prover.policy"):
+        ProverRLConfig(policy="median").validate()
+    with pytest.raises(ValueError, match="prover.reward"):
+        ProverRLConfig(reward="oracle").validate()
+
+
+def test_prover_rl_experiment_composes_on_both_profiles():
+    from training.grpo import GRPORunConfig, ToyScaleError, check_scale
+    from verifier.config import compose
+
+    tiny = compose("grpo", GRPORunConfig, ["experiment=prover_rl", "prover.pool.rule=majority",
+                                           "prover.pool.verifiers=[{base_url: 'http://h:1/v1', model: v2}]"])
+    assert tiny.prover.enabled and tiny.experiment_name == "prover_rl" and tiny.prover.judge.n == 2
+    assert tiny.prover.pool.verifiers[0].model == "v2" and tiny.grpo.max_completion_length == 64
+    check_scale(tiny)  # the tiny model with tiny values: fine
+    cluster = compose("grpo", GRPORunConfig, ["experiment=prover_rl", "profile=cluster", "model=qwen3_8b"])
+    assert cluster.prover.judge.n == 8 and cluster.prover.eval_passes == 8
+    with pytest.raises(ToyScaleError, match="prover.problems=null"):  # synthetic problems on a real model
+        check_scale(cluster)
+    # the docs/prover.md cluster command passes the scale check
+    check_scale(compose("grpo", GRPORunConfig, [
+        "profile=cluster", "experiment=prover_rl", "model=qwen3_8b_full", "init_from=/scratch/prover_sft/final",
+        "prover.problems=/data/p.jsonl", "prover.eval_problems=/data/pb.csv", "prover.judge.max_tokens=8192",
+        "grpo.max_completion_length=16384", "eval.max_new_tokens=16384"]))
+    with pytest.raises(ToyScaleError):  # a real model with the tiny profile's budgets stops before loading
+        check_scale(compose("grpo", GRPORunConfig, ["experiment=prover_rl", "model=qwen3_8b"]))
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_prover_rl_accelerate_launch_with_the_served_verifier(tmp_path, tiny_model, endpoint):
+    """The contract command: GRPO on problems with the served verifier's acceptance as reward (real vLLM
+    server), then held-out ProverBench on the saved prover (vllm.LLM) judged by the same server."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    out = tmp_path / "prover"
+    rx = synthetic_verdict_regex(50, 0).replace("\n", "\\n")
+    cmd = [str(Path(sys.executable).parent / "accelerate"), "launch", "training/grpo.py", "experiment=prover_rl",
+           f"output_dir={out}", f"model.name_or_path={tiny_model}", "grpo.max_steps=2", "data.n_train=8",
+           "data.n_eval=6", "wandb.enabled=false", f"prover.verifier.base_url={endpoint.base_url}",
+           f"prover.verifier.model={endpoint.model}", f"prover.verifier.api_key={endpoint.api_key}",
+           f"+prover.verifier.extra_body.structured_outputs.regex='{rx}'", "prover.policy=mean"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(repo), WANDB_MODE="offline")
+    p = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    hist = [h for h in json.loads((out / "train_log.json").read_text()) if "rewards/prover/mean" in h]
+    assert len(hist) == 2 and all("prover/accept_rate" in h and "prover/true_rate" in h for h in hist)
+    summary = json.loads((out / "train_summary.json").read_text())["train"]["prover_reward"]
+    assert summary["completions"] == 2 * 4 and summary["judge_failed"] == 0 and summary["checked"] == 8
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["heldout"]["model"] == str(out / "final") and m["n"] == 6 and m["passes"] == 2
+    assert set(m["gold"]) == {"round0", "refined"} and m["gold"]["round0"]["n"] == 6
+    assert (out / "heldout" / "proofs.jsonl").exists() and (out / "heldout" / "report.md").exists()
+    assert "test-key" not in (out / "config.json").read_text()  # the API key never reaches a file

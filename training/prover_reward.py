@@ -1,0 +1,413 @@
+"""Prover GRPO: rows are problems, completions are proofs, the reward is the served verifier's acceptance.
+
+``accelerate launch training/grpo.py experiment=prover_rl prover.verifier.base_url=URL ...`` (issue 25 item 2)
+runs the same trainer, profiles, scale checks, W&B and launches as verifier training; only the dataset (one
+row per problem, the B.1 prompt), the reward and the held-out evaluation (ProverBench on the saved prover)
+differ, and they live here.
+
+Reward (``ProverReward``): each completion is split into steps (``Step k:``) and judged by the verifier
+through THE judging runner (``verifier.runner.ajudge`` in memory: ``n_passes`` passes per proof, every call
+of the step in flight at once, bounded by ``judge.max_concurrency`` and the engine); the proof's reward is
+
+* ``policy=pessimistic``: 1 when all ``n_passes`` passes accept (section 4.4), else 0;
+* ``policy=mean``: the fraction of passes that accept (an unparseable pass counts as not accepting).
+
+A judge pool (``pool.verifiers``) combines its members' scores with ``verifier.pool.pool_score`` (all: the
+minimum; majority). Failure-aware like the meta reward (``training.rewards.MetaReward``): a proof whose
+judgment has a failed request (server down after the engine's retries) scores ``None`` (TRL: NaN, left out
+of the group baseline: neutral) and is counted; when more than ``max_failed_fraction`` of a step's proofs
+fail on any rank, :class:`training.rewards.JudgeFailureError` stops the run.
+
+``reward=gold`` (``GoldReward``) scores with the exact synthetic checker instead (the upper bound). On the
+synthetic task both log, per step, the verifier's acceptance, the true correctness and the hacking rate
+(accepted but false) under ``prover/*``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from training.rewards import JudgeFailureError, _all_ranks_sum, _log, _log_extra, _world_size, completion_text
+from verifier.engine import EndpointConfig, OpenAIEngine
+from verifier.judging import JudgeConfig
+from verifier.pool import PoolConfig, pool_accepts, pool_score
+from verifier.records import ProofTrajectory, Verdict
+from verifier.templates import as_messages, render, split_proof_steps
+
+log = logging.getLogger(__name__)
+
+PROVER_COLUMNS = ("problem_id", "problem", "reference_solution", "split", "subject")
+
+
+@dataclass
+class ProverRLConfig:
+    """``prover:`` in ``configs/grpo.yaml`` (``configs/experiment/prover_rl.yaml`` enables it)."""
+
+    enabled: bool = False
+    reward: str = "verifier"  # verifier (the served verifier, a pool) | gold (the exact synthetic checker)
+    problems: str | None = None  # training problems (JSONL / IMO-ProofBench CSV); None: data.source=synthetic
+    eval_problems: str | None = None  # held-out problems; None: synthetic held-out problems (disjoint)
+    verifier: EndpointConfig = field(default_factory=lambda: EndpointConfig(max_concurrency=64, timeout_s=120.0,
+                                                                            max_retries=3))
+    pool: PoolConfig = field(default_factory=PoolConfig)
+    judge: JudgeConfig = field(default_factory=lambda: JudgeConfig(n=8, with_reference=False, max_tokens=1024))
+    policy: str = "pessimistic"  # pessimistic | mean (over judge.n passes)
+    max_failed_fraction: float = 0.25
+    template: str = "generate_proof"  # the prover's prompt (verifier/prompts/<name>.j2)
+    eval_passes: int = 8  # held-out ProverBench: pessimistic over this many passes (section 4.4), whatever the reward's
+    eval_refine_rounds: int = 0  # held-out ProverBench: refine rounds on the saved prover
+
+    def validate(self) -> None:
+        if self.reward not in ("verifier", "gold"):
+            raise ValueError(f"prover.reward: expected verifier or gold, got {self.reward!r}")
+        if self.policy not in ("pessimistic", "mean"):
+            raise ValueError(f"prover.policy: expected pessimistic or mean, got {self.policy!r}")
+        if self.judge.n < 1:
+            raise ValueError(f"prover.judge.n: must be >= 1, got {self.judge.n}")
+        if not 0.0 <= self.max_failed_fraction <= 1.0:
+            raise ValueError(f"prover.max_failed_fraction: must be in [0, 1], got {self.max_failed_fraction}")
+        self.pool.validate()
+
+
+def prover_toy_values(cfg: ProverRLConfig, data: Any, toy_records: int, toy_tokens: int) -> list[str]:
+    """The tiny-profile values of a prover run's data and judge (``training.grpo.toy_values`` adds the budgets)."""
+    bad = []
+    if not cfg.problems:
+        bad.append("prover.problems=null (synthetic problems, the tiny stand-in; give a problems JSONL / CSV)")
+    if not cfg.eval_problems:
+        bad.append("prover.eval_problems=null (synthetic held-out problems; give a held-out problems file)")
+    if data.n_train and data.n_train <= toy_records:
+        bad.append(f"data.n_train={data.n_train} (a cap of <= {toy_records} problems; null = all)")
+    if cfg.reward == "verifier" and cfg.judge.max_tokens <= toy_tokens:
+        bad.append(f"prover.judge.max_tokens={cfg.judge.max_tokens} (<= {toy_tokens} tokens: verdicts would be cut)")
+    return bad
+
+
+# ---------------------------------------------------------------------------------------------- data
+
+
+def problem_rows(problems: Sequence[Any], template: str = "generate_proof") -> list[dict[str, Any]]:
+    """One GRPO row per problem: the prover prompt (conversational) and the columns the reward reads."""
+    return [{"prompt": as_messages(render(template, problem=p.problem)), "problem_id": p.id, "problem": p.problem,
+             "reference_solution": getattr(p, "reference_solution", "") or "", "split": getattr(p, "split", ""),
+             "subject": getattr(p, "subject", "")} for p in problems]
+
+
+def synthetic_problems(n: int, seed: int, **options: Any) -> list[Any]:
+    """``n`` distinct synthetic problems (as ``ProofProblem``), deterministic for a seed."""
+    from data_pipeline.importers import ProofProblem
+    from data_pipeline.synthetic import generate_synthetic
+
+    opts = {**options, "proofs_per_problem": 1, "problem_id_from_text": True}
+    out, seen = [], set()
+    for t in generate_synthetic(n, seed=seed, **opts):
+        if t.problem_id not in seen:
+            seen.add(t.problem_id)
+            out.append(ProofProblem(t.problem_id, t.problem, t.reference_solution, t.split, t.subject,
+                                    source="synthetic"))
+    return out
+
+
+def load_problems(cfg: ProverRLConfig, data: Any) -> tuple[list[Any], list[Any]]:
+    """(train, held-out) problems; held-out problems never share a problem with training."""
+    from data_pipeline.importers import load_proofbench_problems
+
+    if cfg.problems:
+        train = load_proofbench_problems(cfg.problems)[: data.n_train or None]
+    else:
+        train = synthetic_problems(data.n_train or 1000, data.seed, **dict(data.synthetic))
+    if cfg.eval_problems:
+        held = load_proofbench_problems(cfg.eval_problems)
+    else:
+        held = synthetic_problems((data.n_eval or 100) * 2, data.seed + 10_000, **dict(data.synthetic))
+    train_texts = {p.problem for p in train}
+    dropped = [p for p in held if p.problem in train_texts]
+    if dropped:
+        log.warning("prover: dropped %d held-out problems that are also training problems", len(dropped))
+    held = [p for p in held if p.problem not in train_texts][: data.n_eval or None]
+    return train, held
+
+
+# ---------------------------------------------------------------------------------------------- reward
+
+
+@dataclass
+class ProverStepStats:
+    """What one prover-reward step did (logs, tests, the benchmark)."""
+
+    n: int = 0
+    n_failed: int = 0
+    n_accepted: int = 0
+    n_true: int = 0
+    n_hacked: int = 0  # accepted but false (synthetic problems only)
+    n_checked: int = 0  # proofs with a gold check (synthetic problems)
+    latency_s: float = 0.0
+    rewards: list = field(default_factory=list)
+
+
+def _trajs(completions: Sequence[Any], kwargs: dict[str, Any], round_: int = 0) -> list[ProofTrajectory]:
+    n = len(completions)
+    col = {c: kwargs.get(c) or [""] * n for c in PROVER_COLUMNS}
+    if not any(col["problem"]):
+        raise KeyError("the prover reward needs the dataset column 'problem' (training.prover_reward.problem_rows)")
+    out = []
+    for i, c in enumerate(completions):
+        text = completion_text(c)
+        steps = split_proof_steps(text) if text.strip() else [""]
+        out.append(ProofTrajectory(f"{col['problem_id'][i]}/c{i}", str(col["problem_id"][i]), col["problem"][i],
+                                   tuple(steps), reference_solution=col["reference_solution"][i] or "",
+                                   split=col["split"][i] or "", subject=col["subject"][i] or ""))
+    return out
+
+
+def gold_truth(trajs: Sequence[ProofTrajectory]) -> list[bool | None]:
+    """True correctness by the exact checker where the problem is synthetic, else None."""
+    from data_pipeline.synthetic_check import check_proof, parse_problem
+
+    out: list[bool | None] = []
+    for t in trajs:
+        try:
+            parse_problem(t.problem)
+        except ValueError:
+            out.append(None)
+            continue
+        out.append(check_proof(t.problem, t.proof_steps).true)
+    return out
+
+
+def judgment_score(j: Any, policy: str) -> float | None:
+    """A judged proof's score: pessimistic 1/0 over all passes, or the accepting fraction; None if a call failed.
+
+    >>> from types import SimpleNamespace as NS
+    >>> a = NS(n_accept=3, n_passes=4)
+    >>> judgment_score(NS(complete=True, aggregate=a), "pessimistic"), judgment_score(NS(complete=True, aggregate=a), "mean")
+    (0.0, 0.75)
+    >>> judgment_score(NS(complete=False, aggregate=a), "mean") is None
+    True
+    """
+    if j is None or not j.complete:
+        return None
+    a = j.aggregate
+    if policy == "mean":
+        return a.n_accept / max(1, a.n_passes)
+    return 1.0 if a.n_passes and a.n_accept == a.n_passes else 0.0
+
+
+class _StepLog:
+    """Per-step bookkeeping shared by the verifier and gold rewards."""
+
+    name = "prover"
+
+    def __init__(self) -> None:
+        self.last = ProverStepStats()
+        self.total = ProverStepStats()
+        self.history: list[ProverStepStats] = []
+
+    def _finish(self, st: ProverStepStats, kwargs: dict[str, Any]) -> None:
+        self.last = st
+        self.history.append(st)
+        for f in ("n", "n_failed", "n_accepted", "n_true", "n_hacked", "n_checked"):
+            setattr(self.total, f, getattr(self.total, f) + getattr(st, f))
+        self.total.latency_s += st.latency_s
+        scored = max(1, st.n - st.n_failed)
+        _log(kwargs, "prover/accept_rate", st.n_accepted / scored)
+        _log(kwargs, "prover/judge_failures", st.n_failed)
+        _log(kwargs, "prover/judge_latency_s", st.latency_s)
+        if st.n_checked:
+            _log(kwargs, "prover/true_rate", st.n_true / st.n_checked)
+            _log(kwargs, "prover/hacking_rate", st.n_hacked / st.n_checked)
+
+
+class ProverReward(_StepLog):
+    """The served verifier's (or a pool's) acceptance of each proof over ``judge.n`` passes (module docstring)."""
+
+    def __init__(self, cfg: ProverRLConfig, engines: Sequence[Any] | None = None, name: str = "prover"):
+        cfg.validate()
+        super().__init__()
+        self.__name__ = name  # TRL logs rewards/<name>/mean
+        self.cfg = cfg
+        eps = [cfg.verifier, *cfg.pool.verifiers]
+        self.engines = list(engines) if engines is not None else [OpenAIEngine(e) for e in eps]
+        self.judge_cfg = dataclasses.replace(cfg.judge, early_stop=cfg.policy == "pessimistic" and cfg.judge.early_stop)
+        self.step = 0
+
+    async def __call__(self, completions: list, **kwargs) -> list[float | None]:
+        import asyncio
+
+        from verifier.runner import ajudge
+
+        trajs = _trajs(completions, kwargs)
+        # distinct ids per step: pass seeds differ from step to step (a proof written twice is judged afresh)
+        trajs = [dataclasses.replace(t, id=f"s{self.step}/{t.id}") for t in trajs]
+        self.step += 1
+        t0 = time.monotonic()
+        results = await asyncio.gather(*(ajudge(trajs, e, self.judge_cfg) for e in self.engines))
+        st = ProverStepStats(n=len(trajs), latency_s=time.monotonic() - t0)
+        truth = gold_truth(trajs)
+        rewards: list[float | None] = []
+        labels: list[str] = []
+        for i in range(len(trajs)):
+            scores = [judgment_score(res.judgments[i], self.cfg.policy) for res in results]
+            if any(s is None for s in scores):
+                st.n_failed += 1
+                rewards.append(None)
+                labels.append("JUDGE_FAILED")
+                continue
+            s = pool_score(scores, self.cfg.pool.rule)  # type: ignore[arg-type]
+            rewards.append(s)
+            # accepted = every pass accepts (pessimistic, section 4.4), by the pool's rule: what "hacking" counts
+            accepted = pool_accepts([res.judgments[i].verdict is Verdict.VALID for res in results], self.cfg.pool.rule)
+            st.n_accepted += accepted
+            if truth[i] is not None:
+                st.n_checked += 1
+                st.n_true += bool(truth[i])
+                st.n_hacked += accepted and not truth[i]
+            labels.append(("accepted" if accepted else "rejected") +
+                          ("" if truth[i] is None else (" true" if truth[i] else " false")))
+        st.rewards = rewards
+        self._finish(st, kwargs)
+        _log_extra(kwargs, "prover_judgment", labels)
+        failed_here = bool(st.n and st.n_failed / st.n > self.cfg.max_failed_fraction)
+        # decided by all ranks together, every step (a rank stopping alone would hang the others)
+        n_ranks_failed, n_failed, n_total = _all_ranks_sum([int(failed_here), st.n_failed, st.n])
+        if n_ranks_failed:
+            first = next((str(c.error) for res in results for j in res.judgments if j is not None and not j.complete
+                          for c in j.completions if c.error), "")
+            ranks = (f" on this rank ({n_failed} of {n_total} on all {_world_size()} ranks)"
+                     if _world_size() > 1 else "")
+            raise JudgeFailureError(
+                f"{st.n_failed} of {st.n} verifier judgments failed in this step{ranks} "
+                f"(prover.max_failed_fraction={self.cfg.max_failed_fraction}); first error: {first[:300]!r}. "
+                "Check the verifier endpoint (prover.verifier.base_url) or raise prover.max_failed_fraction.")
+        return rewards
+
+
+class GoldReward(_StepLog):
+    """The exact synthetic checker as the reward (the upper bound of the hacking experiment)."""
+
+    def __init__(self, name: str = "prover_gold"):
+        super().__init__()
+        self.__name__ = name
+
+    def __call__(self, completions: list, **kwargs) -> list[float | None]:
+        trajs = _trajs(completions, kwargs)
+        truth = gold_truth(trajs)
+        if any(t is None for t in truth):
+            bad = next(t for t, v in zip(trajs, truth) if v is None)
+            raise ValueError(f"record {bad.problem_id!r}, field 'problem': reward=gold needs synthetic problems")
+        st = ProverStepStats(n=len(trajs), n_checked=len(trajs), n_true=sum(bool(v) for v in truth))
+        st.n_accepted = st.n_true
+        st.rewards = [1.0 if v else 0.0 for v in truth]
+        self._finish(st, kwargs)
+        return st.rewards
+
+
+def build_prover_reward(cfg: ProverRLConfig) -> tuple[list, list[float]]:
+    """TRL ``reward_funcs`` and ``reward_weights`` of a prover run."""
+    cfg.validate()
+    return ([GoldReward()] if cfg.reward == "gold" else [ProverReward(cfg)]), [1.0]
+
+
+def summary(funcs: Sequence[Any]) -> dict[str, Any]:
+    """The training summary's prover block (totals over all steps)."""
+    f = next((f for f in funcs if isinstance(f, _StepLog)), None)
+    if f is None:
+        return {}
+    t = f.total
+    return {"completions": t.n, "judge_failed": t.n_failed, "accepted": t.n_accepted, "true": t.n_true,
+            "hacked": t.n_hacked, "checked": t.n_checked, "judge_latency_s_total": round(t.latency_s, 3),
+            "per_step": [{"accept_rate": s.n_accepted / max(1, s.n - s.n_failed),
+                          "true_rate": s.n_true / s.n_checked if s.n_checked else None,
+                          "hacking_rate": s.n_hacked / s.n_checked if s.n_checked else None,
+                          "failed": s.n_failed} for s in f.history]}
+
+
+# ---------------------------------------------------------------------------------------------- held-out
+
+
+def gold_table(out: Any, n_members: int, rule: str) -> dict[str, Any]:
+    """True correctness and hacking of a ProverBench run on synthetic problems (read from its files): for the
+    round-0 proofs and for the latest version of each (problem, sample) after the refine rounds."""
+    from pathlib import Path
+
+    from data_pipeline.synthetic_check import check_proof
+    from eval.proverbench import decide, judgments_path
+    from verifier.io import load_trajectories
+    from verifier.runner import read_rows
+
+    out = Path(out)
+    rows = [read_rows(judgments_path(out, k)) for k in range(n_members)]
+    latest: dict[tuple[str, int], ProofTrajectory] = {}
+    first: dict[tuple[str, int], ProofTrajectory] = {}
+    for t in load_trajectories(out / "proofs.jsonl").records:
+        key = (t.problem_id, int(t.meta.get("proof_index", 0)))
+        if decide(t.id, rows, rule) is None:
+            continue
+        if int(t.meta.get("round", 0)) == 0:
+            first[key] = t
+        if key not in latest or int(t.meta.get("round", 0)) > int(latest[key].meta.get("round", 0)):
+            latest[key] = t
+
+    def table(versions: dict[tuple[str, int], ProofTrajectory]) -> dict[str, Any]:
+        c: Counter = Counter()
+        for t in versions.values():
+            true = check_proof(t.problem, t.proof_steps).true
+            acc = bool(decide(t.id, rows, rule))
+            c["n"] += 1
+            c["true"] += true
+            c["accepted"] += acc
+            c["hacked"] += acc and not true
+        n = max(1, c["n"])
+        return {"n": c["n"], "true_acc": c["true"] / n, "accept": c["accepted"] / n,
+                "hacking_rate": c["hacked"] / n, "hacked": c["hacked"]}
+
+    return {"round0": table(first), "refined": table(latest)}
+
+
+def evaluate_prover(cfg: ProverRLConfig, ev: Any, out: Any, problems: Sequence[Any], model_dir: str,
+                    label: str) -> dict[str, Any]:
+    """Held-out ProverBench on the saved prover (main process): ``eval.engine=offline`` generates with
+    ``vllm.LLM`` on ``model_dir`` (``eval.offline``), ``endpoint`` with a served prover (``eval.endpoint``);
+    the verifier (pool) judges with ``prover.judge``; ``prover.eval_refine_rounds`` refine rounds. On
+    synthetic problems the document adds ``gold``: true correctness and hacking (``gold_table``)."""
+    from pathlib import Path
+
+    from eval.proverbench import ProverBenchConfig, RefineConfig
+    from eval.proverbench import run as proverbench
+    from verifier.generation import GenerationConfig
+    from verifier.io import write_jsonl
+    from verifier.results import WandbConfig
+
+    d = Path(out) / "heldout"
+    d.mkdir(parents=True, exist_ok=True)
+    data = d / "problems.jsonl"
+    write_jsonl(data, [dataclasses.asdict(p) for p in problems])
+    gen = GenerationConfig(temperature=ev.temperature, top_p=ev.top_p, max_tokens=ev.max_new_tokens,
+                           run_seed=ev.seed, template=cfg.template)
+    pb = ProverBenchConfig(problems=str(data), out=str(d), generator=ev.endpoint, generation=gen,
+                           verifier=cfg.verifier, pool=cfg.pool, refine=RefineConfig(rounds=cfg.eval_refine_rounds),
+                           judge=dataclasses.replace(cfg.judge, n=cfg.eval_passes, policy="pessimistic", early_stop=False),
+                           bootstrap_n=ev.bootstrap_n,
+                           bootstrap_seed=ev.seed, progress=ev.progress, title=f"{label}: held-out ProverBench",
+                           wandb=WandbConfig(enabled=False))
+    engine = None
+    if ev.engine == "offline":
+        from verifier.offline import VLLMOfflineEngine
+
+        engine = VLLMOfflineEngine(dataclasses.replace(ev.offline, model=str(model_dir)))
+    try:
+        doc = proverbench(pb, generator_engine=engine)
+    finally:
+        if engine is not None:
+            engine.close()
+    if gold_truth([ProofTrajectory("x", "x", problems[0].problem, ("",))])[0] is not None if problems else False:
+        doc["gold"] = gold_table(d, 1 + len(cfg.pool.verifiers), cfg.pool.rule)
+    doc["heldout"] = {"dir": str(d), "model": str(model_dir), "problems": len(problems)}
+    doc["label"] = label
+    return doc

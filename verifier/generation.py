@@ -1,0 +1,244 @@
+"""THE generation runner: problems in, proofs out, resumable (sections 4.1, 5.2; the refine loop).
+
+Every command that writes proofs with a prover calls ``generate`` (``eval.proverbench`` and its
+refine rounds; judging what it wrote is ``verifier.runner``'s job)::
+
+    from verifier.generation import GenerationConfig, generate, tasks_for
+    summary = generate(tasks_for(problems, samples=4), engine, GenerationConfig(max_tokens=4096), "proofs.jsonl")
+
+* A task is one (problem, sample, round); its version id is ``version_id(problem_id, sample, round)``
+  (``P/g0`` for round 0, ``P/g0/r2`` for the second revision). Sample ``j`` of round ``r`` has the seed
+  ``base_seed(version_id, run_seed)``: the same proof whatever the chunking or the resume point.
+* ``condition`` (refinement, DeepSeekMath-V2 style generate -> verify -> refine): the earlier version and a
+  critique of it (the rationale of a rejecting verification pass); the prompt is the ``refine_template``
+  (``verifier/prompts/revise_proof.j2``, shared with the candidates' revision rounds), else the B.1 ``template``.
+* Each completed proof is appended (fsynced) to ``out`` as a trajectory row (steps split on ``Step k:``);
+  a truncated or empty proof is kept (it will be judged and rejected); a failed request is not written
+  (counted, re-done by the next run).
+* Resume (kill-safe): a torn last line is dropped; tasks whose id is in ``out`` are skipped, so each
+  (problem, sample, round) is in the file exactly once. Progress: a tqdm bar with the status counts.
+
+Keep/skip decisions are pure functions here: ``completion_status`` (persist or not) and ``refine_condition``
+(which judged version is revised next, conditioned on what).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from verifier.budget import check_budget
+from verifier.engine import Completion, Engine, GenerationRequest, SamplingConfig, base_seed
+from verifier.io import JsonlAppender, iter_jsonl, truncate_partial_last_line
+from verifier.records import NO_STEP, ProofTrajectory
+from verifier.templates import as_messages, render, split_proof_steps
+
+
+@dataclass
+class GenerationConfig:
+    """Sampling of the prover and its prompts (section 5.1: temperature 1.0)."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 16384
+    run_seed: int = 0
+    chunk_size: int = 32  # proofs requested + persisted together
+    template: str = "generate_proof"  # verifier/prompts/<name>.j2 (B.1)
+    refine_template: str = "revise_proof"  # the revision prompt (section 4.1): earlier proof + a rejecting pass's rationale
+    critique_chars: int = 4000  # a longer critique is cut (the cut is marked)
+
+    def sampling(self) -> SamplingConfig:
+        return SamplingConfig(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens)
+
+
+@dataclass(frozen=True)
+class Condition:
+    """What a revision is conditioned on: the earlier version and a critique of it."""
+
+    parent_id: str
+    proof_steps: tuple[str, ...]
+    critique: str
+    verdict: str = "invalid"
+    first_error_step: int = NO_STEP
+
+
+@dataclass(frozen=True)
+class GenTask:
+    """One proof to write: sample ``sample`` of ``problem`` in refine round ``round``."""
+
+    problem: Any  # data_pipeline.importers.ProofProblem (id, problem, reference_solution, split, subject, source)
+    sample: int = 0
+    round: int = 0
+    condition: Condition | None = None
+
+    @property
+    def id(self) -> str:
+        return version_id(self.problem.id, self.sample, self.round)
+
+
+def version_id(problem_id: str, sample: int, round: int = 0) -> str:
+    """Trajectory id of a generated proof version.
+
+    >>> version_id("PB-Basic-001", 0), version_id("PB-Basic-001", 1, 2)
+    ('PB-Basic-001/g0', 'PB-Basic-001/g1/r2')
+    """
+    return f"{problem_id}/g{sample}" + (f"/r{round}" if round else "")
+
+
+def tasks_for(problems: Sequence[Any], samples: int = 1) -> list[GenTask]:
+    """Round-0 tasks: ``samples`` proofs of every problem."""
+    return [GenTask(p, j) for p in problems for j in range(samples)]
+
+
+def prompt_for(task: GenTask, cfg: GenerationConfig) -> str:
+    """The prover prompt of a task: B.1, or the refine template with the earlier proof and its critique."""
+    c = task.condition
+    if c is None:
+        return render(cfg.template, problem=task.problem.problem)
+    critique = c.critique.strip() or "(the verifier gave no rationale)"
+    if len(critique) > cfg.critique_chars:
+        critique = critique[: cfg.critique_chars] + " [...]"
+    return render(cfg.refine_template, problem=task.problem.problem, proof_steps=list(c.proof_steps),
+                  critique=critique, verdict=c.verdict,
+                  first_error_step=c.first_error_step if c.first_error_step != NO_STEP else "none")
+
+
+def completion_status(c: Completion) -> str | None:
+    """How a completion is persisted: ``ok`` / ``truncated`` / ``too_long``; None = not written (request failed).
+
+    >>> completion_status(Completion("x", "length")), completion_status(Completion(status="request_failed"))
+    ('truncated', None)
+    """
+    if c.status == "request_failed":
+        return None
+    if c.status != "ok":
+        return c.status
+    return "truncated" if c.finish_reason == "length" else "ok"
+
+
+def to_trajectory(task: GenTask, text: str, model: str, status: str, finish_reason: str | None,
+                  history: Sequence[dict[str, Any]] = ()) -> ProofTrajectory:
+    """A generated proof as a trajectory (``meta``: generation status, sample, round, parent, history)."""
+    p = task.problem
+    steps = split_proof_steps(text) if text.strip() else [""]
+    meta: dict[str, Any] = {"generation_status": status, "finish_reason": finish_reason, "proof_index": task.sample,
+                            "round": task.round}
+    if task.condition is not None:
+        meta["parent_id"] = task.condition.parent_id
+    if history:
+        meta["history"] = list(history)
+    return ProofTrajectory(
+        id=task.id, problem_id=p.id, problem=p.problem, proof_steps=tuple(steps),
+        reference_solution=getattr(p, "reference_solution", ""), subject=getattr(p, "subject", ""),
+        split=getattr(p, "split", ""), source=getattr(p, "source", ""), generator=model, meta=meta)
+
+
+def refine_condition(traj: ProofTrajectory, row: dict[str, Any] | None) -> Condition | None:
+    """Revise this judged version? None when it was accepted or is not judged; else the condition: the
+    rationale of the first rejecting pass (a pass with a rationale when none rejects, e.g. all unparseable).
+
+    >>> t = ProofTrajectory("p/g0", "p", "P", ("a", "b"))
+    >>> refine_condition(t, {"verdict": "valid", "passes": []}) is None
+    True
+    >>> c = refine_condition(t, {"verdict": "invalid", "first_error_step": 1, "passes": [
+    ...     {"verdict": "valid", "text": "fine"}, {"verdict": "invalid", "first_error_step": 1, "text": "step 1 is wrong"}]})
+    >>> c.parent_id, c.first_error_step, c.critique
+    ('p/g0', 1, 'step 1 is wrong')
+    """
+    if row is None or row.get("verdict") == "valid":
+        return None
+    passes = row.get("passes") or []
+    rejecting = [p for p in passes if p.get("verdict") == "invalid"]
+    chosen = (rejecting or [p for p in passes if (p.get("text") or "").strip()] or [None])[0]
+    critique, step = "", int(row.get("first_error_step", NO_STEP) if row.get("first_error_step") is not None
+                             else NO_STEP)
+    if chosen is not None:
+        critique = _rationale(chosen.get("text") or "")
+        if chosen.get("verdict") == "invalid" and chosen.get("first_error_step") is not None:
+            step = int(chosen["first_error_step"])
+    return Condition(traj.id, tuple(traj.proof_steps), critique, "invalid", step)
+
+
+def _rationale(text: str) -> str:
+    """A pass's rationale (the text before its answer block), or the raw text when it has none."""
+    from verifier.parser import parse_verification
+
+    out = parse_verification(text)
+    return (out.rationale or text).strip()
+
+
+def history_entry(traj: ProofTrajectory, row: dict[str, Any] | None, condition: Condition | None) -> dict[str, Any]:
+    """One earlier version for a proof's history (browser): its steps, verdict and the critique sent back."""
+    return {"id": traj.id, "round": int(traj.meta.get("round", 0)), "proof_steps": list(traj.proof_steps),
+            "verdict": None if row is None else row.get("verdict"),
+            "accept_fraction": None if row is None else row.get("accept_fraction"),
+            "critique": None if condition is None else condition.critique,
+            "first_error_step": None if condition is None else condition.first_error_step}
+
+
+def done_ids(path: str | os.PathLike) -> set[str]:
+    """Version ids already in a generation output (a torn last line is ignored)."""
+    p = Path(path)
+    if not p.exists():
+        return set()
+    return {str(obj["id"]) for _, obj in iter_jsonl(p) if isinstance(obj, dict) and "id" in obj}
+
+
+def generate(tasks: Sequence[GenTask], engine: Engine, cfg: GenerationConfig, out: str | os.PathLike, *,
+             histories: dict[str, Sequence[dict[str, Any]]] | None = None, progress: bool = True,
+             desc: str = "generate proofs") -> dict[str, Any]:
+    """Append the proofs of ``tasks`` not yet in ``out``; returns the counts (see the module docstring)."""
+    t0 = time.monotonic()
+    ids = [t.id for t in tasks]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise ValueError(f"task {dup!r}, field 'id': duplicate (problem, sample, round)")
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    truncate_partial_last_line(path)
+    done = done_ids(path)
+    todo = [t for t in tasks if t.id not in done]
+    counts: Counter = Counter({"tasks": len(tasks), "already_done": len(tasks) - len(todo), "generated": 0,
+                               "failed": 0, "truncated": 0, "too_long": 0})
+    if todo:
+        sampling = cfg.sampling()
+        prompts = {t.id: as_messages(prompt_for(t, cfg)) for t in todo}
+        check_budget(engine, cfg.max_tokens, [GenerationRequest(prompts[t.id], key=t.id) for t in todo],
+                     what="generation.max_tokens")
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), desc=desc, unit="proof")
+        try:
+            with JsonlAppender(path) as app:
+                step = max(1, cfg.chunk_size)
+                for start in range(0, len(todo), step):
+                    chunk = todo[start:start + step]
+                    reqs = [GenerationRequest(prompts[t.id], n=1, seed=base_seed(t.id, cfg.run_seed), key=t.id)
+                            for t in chunk]
+                    for t, [c] in zip(chunk, engine.generate(reqs, sampling), strict=True):
+                        status = completion_status(c)
+                        if status is None:
+                            counts["failed"] += 1
+                            continue
+                        counts["truncated"] += status == "truncated"
+                        counts["too_long"] += status == "too_long"
+                        app.write(to_trajectory(t, c.text, engine.model, status, c.finish_reason,
+                                                (histories or {}).get(t.id, ())).to_dict())
+                        counts["generated"] += 1
+                    if bar is not None:
+                        bar.update(len(chunk))
+                        bar.set_postfix({k: counts[k] for k in ("generated", "failed", "truncated") if counts[k]},
+                                        refresh=False)
+        finally:
+            if bar is not None:
+                bar.close()
+    summary: dict[str, Any] = dict(counts)
+    summary["seconds"] = round(time.monotonic() - t0, 2)
+    return summary
