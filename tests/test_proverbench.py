@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from data_pipeline.importers import load_proofbench_problems
+from data_pipeline.importers import load_proofbench_problems, problem_id_of
 from eval.proverbench import ProverBenchConfig, run
 from verifier.config import compose
 from verifier.io import load_trajectories, read_jsonl, write_jsonl
@@ -42,10 +42,12 @@ def test_jsonl_problem_importer_errors(tmp_path):
                        {"problem_id": "b", "problem": "P", "solution": "ref"}])
     ps = load_proofbench_problems(good)
     assert [p.id for p in ps] == ["a", "b"] and ps[1].reference_solution == "ref" and ps[0].split == "UG"
+    # a problem without an id gets the one derived from its text (the id every leak check uses; issue 26.4)
+    write_jsonl(good, [{"problem": "Show 1+1=2."}])
+    assert [p.id for p in load_proofbench_problems(good)] == [problem_id_of("Show 1+1=2.")]
     for rows, match in (([{"id": "a", "problem": ""}], "record 'a', field 'problem'"),
                         ([{"id": "a", "problem": "x"}, {"id": "a", "problem": "y"}], "record 'a', field 'id': duplicate"),
                         ([{"id": "a", "problem": "x", "level": "UG"}], "record 'a', field 'level': unknown field"),
-                        ([{"problem": "x"}], "field 'id': missing"),
                         ([{"id": "a", "problem": "x", "split": 3}], "record 'a', field 'split'")):
         bad = tmp_path / "bad.jsonl"
         write_jsonl(bad, rows)
