@@ -300,7 +300,7 @@ def pipeline(cfg: DemoConfig) -> Path:
         servers.append(b)
         demo.run("GRPO (Meta-Ver-RL, rule meta-verifier)", [
             "training/grpo.py", "experiment=meta_ver_rl", f"output_dir={d['grpo']}", f"init_from={d['sft']}/final",
-            *data, f"data.eval_path={held_out}", "reward.meta_judge=rule",
+            *data, "data.variant=pos_aug", f"data.eval_path={held_out}", "reward.meta_judge=rule",
             f"+reward.components.format={cfg.grpo_format_weight}",
             f"grpo.max_steps={cfg.grpo_steps}", f"grpo.save_steps={cfg.grpo_steps}",
             f"grpo.per_device_train_batch_size={cfg.grpo_batch_size}", f"grpo.num_generations={cfg.grpo_num_generations}",

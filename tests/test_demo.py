@@ -195,6 +195,9 @@ def test_every_command_composes(recorded, index):
         assert cfg.reward.meta_judge == "rule" and cfg.reward.components.get("format") == demo.DemoConfig().grpo_format_weight
         assert cfg.grpo.learning_rate == demo.DemoConfig().grpo_learning_rate
         assert cfg.data.source == "jsonl" and cfg.eval.enabled is False
+        # the row trains on the variant data_pipeline.grpo_dataset wrote (training.ladder refuses another)
+        wrote = next(a for _, a, _ in calls if "data_pipeline.grpo_dataset" in a)
+        assert f"variant={cfg.data.variant}" in wrote
     if app == "eval.verifierbench":
         assert cfg.judge.temperature == demo.DemoConfig().eval_temperature and cfg.meta.kind == "rule"
         assert cfg.grade_every_pass is True  # per_record_reward: the reward gain of the GRPO stage
