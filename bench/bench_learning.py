@@ -61,7 +61,7 @@ class BenchConfig:
     error_delta_min: int = 10  # planted wrong values 10-20 off (the demo's obvious errors)
     error_delta_max: int = 20
     # SFT warm start (shared by every arm)
-    sft_steps: int = 150  # a warm start with headroom (500: the ceiling, ~92-97 BF1; docs/training.md, issue 23)
+    sft_steps: int = 300  # 50-80 Meta BF1 (150: 0, 500: 91-97; docs/training.md, issue 23)
     sft_batch: int = 16
     sft_lr: float = 3e-3
     style: str = "check"
@@ -71,7 +71,7 @@ class BenchConfig:
     # GRPO (the same budget for both arms)
     grpo_steps: int = 16
     grpo_batch: int = 16  # completions per step (B x G)
-    num_generations: int = 4
+    num_generations: int = 8  # 4 left most groups uniform at T=0.5; 8 did not help (docs/training.md)
     grpo_lr: float = 1e-4
     format_weight: float = 0.0  # format component added to both rewards; 0 (diagnosis: at 0.5 it rewarded short answers)
     beta: float = 0.0  # KL coefficient to the SFT model (0: no reference model, cheaper)
