@@ -61,7 +61,7 @@ class BenchConfig:
     error_delta_min: int = 10  # planted wrong values 10-20 off (the demo's obvious errors)
     error_delta_max: int = 20
     # SFT warm start (shared by every arm)
-    sft_steps: int = 150  # a warm start with headroom (500: the ceiling, ~92-97 BF1; docs/training.md, issue 23)
+    sft_steps: int = 300  # 50-80 Meta BF1 (150: 0, 500: 91-97; docs/training.md, issue 23)
     sft_batch: int = 16
     sft_lr: float = 3e-3
     style: str = "check"
@@ -71,7 +71,7 @@ class BenchConfig:
     # GRPO (the same budget for both arms)
     grpo_steps: int = 16
     grpo_batch: int = 16  # completions per step (B x G)
-    num_generations: int = 4
+    num_generations: int = 8  # 4 left most groups uniform at T=0.5; 8 did not help (docs/training.md)
     grpo_lr: float = 1e-4
     format_weight: float = 0.0  # format component added to both rewards; 0 (diagnosis: at 0.5 it rewarded short answers)
     beta: float = 0.0  # KL coefficient to the SFT model (0: no reference model, cheaper)
@@ -221,6 +221,15 @@ def meta_f1_delta_ci(gold, a_seeds, b_seeds, n: int, seed: int, level: float = 0
     return point, lo, hi
 
 
+def run_data_config(out: Path):
+    """The data of every GRPO / evaluation run of the bench: OUT/grpo_train.jsonl and all of OUT/held_out.jsonl
+    (``n_train``/``n_eval`` None: no cap; 0 is rejected by the held-out check of ``training/ladder.py``)."""
+    from training.grpo import DataConfig
+
+    return DataConfig(source="jsonl", train_path=str(out / "grpo_train.jsonl"), eval_path=str(out / "held_out.jsonl"),
+                      n_train=None, n_eval=None, prompt_template="verify_compact")
+
+
 METRICS = ("rough.tpr", "rough.tnr", "rough.balanced_f1", "meta.tpr", "meta.tnr", "meta.balanced_f1")
 
 
@@ -283,8 +292,7 @@ def main(argv: list[str] | None = None) -> None:
         write_jsonl(out / "sft_train.jsonl", sft_trajs)
     write_jsonl(out / "grpo_train.jsonl", grpo_trajs)
     write_jsonl(out / "held_out.jsonl", gold)  # every model is judged on exactly these records
-    run_data = DataConfig(source="jsonl", train_path=str(out / "grpo_train.jsonl"), eval_path=str(out / "held_out.jsonl"),
-                          n_train=0, n_eval=0, prompt_template="verify_compact")
+    run_data = run_data_config(out)
     sft_cfg = SFTRunConfig(output_dir=str(out / "sft"), model=ModelConfig(name_or_path=str(model_dir)),
                            data=data(cfg.n_sft, cfg.seed + 1), style=cfg.style, max_steps=cfg.sft_steps,
                            per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.sft_lr, warmup_steps=5,

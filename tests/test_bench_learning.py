@@ -79,3 +79,19 @@ def test_first_error_step_accuracy_among_rejected_invalid_proofs(bench, tmp_path
     assert d == pytest.approx(1.0) and lo == pytest.approx(1.0)
     d, lo, hi = bench.ratio_delta_ci(gold, [good, poor], [poor, good], n=300, seed=0)
     assert d == pytest.approx(0.0) and lo < 0 < hi
+
+
+def test_run_data_passes_the_heldout_check_and_keeps_every_record(bench, tmp_path):
+    """The bench's GRPO/eval runs take all of OUT/held_out.jsonl; the held-out check of training/ladder.py
+    (run before any work) accepts that data (it rejected the former n_eval=0 'no cap' and stopped the bench)."""
+    from training import ladder
+    from training.grpo import GRPORunConfig, load_trajectories_for
+    from verifier.io import write_jsonl
+
+    gold = _gold()
+    write_jsonl(tmp_path / "grpo_train.jsonl", gold[:30])
+    write_jsonl(tmp_path / "held_out.jsonl", gold[30:])
+    data = bench.run_data_config(tmp_path)
+    ladder.check_heldout(GRPORunConfig(experiment_name="base", train=False, data=data))
+    train, held = load_trajectories_for(data)
+    assert [t.id for t in train] == [t.id for t in gold[:30]] and [t.id for t in held] == [t.id for t in gold[30:]]
