@@ -219,11 +219,8 @@ def _holds_key_env(schema: type, path: list[str]) -> bool:
 
 def _retitle(args: list[str]) -> None:
     """Overwrite this process's command line (``ps``, ``/proc/PID/cmdline``) with the key-free one, so a
-    key given as an override is visible only while the process starts (``setproctitle``, a vLLM dependency)."""
-    try:
-        import setproctitle
-    except ImportError:  # the warning still says the key was visible
-        return
+    key given as an override is visible only while the process starts (``setproctitle``)."""
+    import setproctitle
     n = len(sys.argv) - 1  # the interpreter and its options (python -m eval.judge) stay as they were
     head = list(getattr(sys, "orig_argv", sys.argv))
     head = head[: len(head) - n] if n else head
