@@ -70,8 +70,9 @@ class BenchConfig:
     exclude_problems_of: str = ""  # trajectory JSONL (e.g. that warm start's training data): its problems leave the held-out set
     # GRPO (the same budget for both arms)
     grpo_steps: int = 16
-    grpo_batch: int = 16  # completions per step (B x G)
-    num_generations: int = 8  # 4 left most groups uniform at T=0.5; 8 did not help (docs/training.md)
+    grpo_batch: int = 32  # completions per step (B x G): 4 prompts x 8 (2 x 8 left 9-12 of 16 steps one-polarity)
+    num_generations: int = 8  # 4 left most groups uniform at T=0.5 (docs/training.md)
+    skip_zero_grad_steps: bool = True  # a step without gradient leaves Adam alone (training.skip_steps; diagnosis)
     grpo_lr: float = 1e-4
     format_weight: float = 0.0  # format component added to both rewards; 0 (diagnosis: at 0.5 it rewarded short answers)
     beta: float = 0.0  # KL coefficient to the SFT model (0: no reference model, cheaper)
@@ -327,7 +328,8 @@ def main(argv: list[str] | None = None) -> None:
                               learning_rate=cfg.grpo_lr, temperature=cfg.temperature, save_steps=10_000,
                               beta=cfg.beta, gradient_accumulation_steps=1, warmup_steps=0, bf16=False,
                               logging_steps=1, seed=seed, log_completions=False,
-                              kl_to_init_samples=cfg.kl_to_init_samples),
+                              kl_to_init_samples=cfg.kl_to_init_samples,
+                              skip_zero_grad_steps=cfg.skip_zero_grad_steps),
             eval=ev, wandb=WandbSettings(enabled=False))
 
     fmt = {"format": cfg.format_weight} if cfg.format_weight else {}

@@ -60,6 +60,9 @@ def test_smoke_accelerate_launch_writes_checkpoint_metrics_and_offline_wandb(tmp
     # and earns no reward (so no advantage, no update: kl_to_init stays 0; tests/test_diagnostics.py moves it)
     assert all(h["completions/truncated_frac"] == h["completions/clipped_ratio"] == 1.0 for h in steps)
     assert all(h["rewards/meta/mean"] == 0 and h["rewards/format_reward/mean"] == 0 for h in steps)
+    # ... so every step's gradient is exactly zero and the optimizer leaves the policy alone (training.skip_steps)
+    assert [h["optim/step_skipped"] for h in steps] == [1.0] * 4 and steps[-1]["optim/skipped_steps"] == 4
+    assert all(h["kl_to_init"] == 0 for h in steps)
     # held-out metrics in the eval.score layout, from VerifierBench on DIR/final
     m = json.loads((out / "metrics.json").read_text())
     assert m["heldout"]["model"] == str(out / "final")

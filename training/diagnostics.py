@@ -124,6 +124,7 @@ PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("truncated / unparseable fraction", ("completions/truncated_frac", "completions/clipped_ratio",
                                           "completions/unparseable_frac")),
     ("groups with zero reward variance (no gradient)", ("frac_reward_zero_std",)),
+    ("optimizer steps skipped (zero gradient, cumulative)", ("optim/skipped_steps",)),
     ("KL to the warm start (nats/token)", ("kl_to_init", "kl")),
     ("policy entropy (nats/token)", ("entropy",)),
 )

@@ -145,6 +145,9 @@ class GRPOSettings:
     # the KL to the warm start logged as kl_to_init at any beta, on this many fixed warm-start samples
     # (training.diagnostics.KLToInit; 0: off; a frozen model copy: small single-process models)
     kl_to_init_samples: int = 0
+    # a step whose gradient is exactly zero (every group's rewards alike, beta 0) leaves the weights and
+    # Adam's moments untouched instead of repeating the last update through momentum (training.skip_steps)
+    skip_zero_grad_steps: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -703,8 +706,10 @@ def build_trainer(cfg: GRPORunConfig, out: Path, train_trajs, report_wandb: bool
                           callbacks=[rank_log_callback(out, funcs)])
     if cfg.grpo.use_vllm and cfg.grpo.vllm_mode == "colocate":
         _cpu_colocate_weight_sync(trainer)
-    from training import phase_times
+    from training import phase_times, skip_steps
     from training.diagnostics import attach_kl_to_init
+
+    skip_steps.install(trainer, cfg.grpo.skip_zero_grad_steps)
 
     attach_kl_to_init(trainer, cfg.grpo.kl_to_init_samples, cfg.grpo.seed)
     phase_times.install(trainer)  # phase/<generation|weight_sync|reward|...>_s in every log line (and W&B)
