@@ -2,7 +2,7 @@
 
 import pytest
 
-from data_pipeline.importers import gold_summary, load_any, load_opc, load_processbench
+from verifier.formats import gold_summary, load_any, load_opc, load_processbench
 
 
 @pytest.mark.parametrize("split,err,ok", [("gsm8k", 207, 193), ("math", 594, 406),
@@ -37,7 +37,7 @@ def test_records_sharing_a_problem_share_a_problem_id(shared_data):
     # are one cluster, whatever the file they come from.
     import json
 
-    from data_pipeline.importers import problem_id_of
+    from verifier.identity import problem_id_of
 
     path = shared_data / "processbench" / "gsm8k.json"
     recs = load_processbench(path)

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from data_pipeline.splits import SplitConfig, assert_disjoint, split_by_problem, stratum, write_split
+from data_pipeline.splits import SplitConfig, split_by_problem, stratum, write_split
 from data_pipeline.synthetic import generate_synthetic
 from verifier.config import compose
+from verifier.identity import assert_disjoint
 from verifier.io import load_trajectories, write_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
