@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import errno
 import json
 import os
 import re
@@ -63,7 +64,7 @@ def format_of(path: str | os.PathLike) -> str:
             return "ingested"
         return "folder"
     if not p.exists():
-        raise FileNotFoundError(f"{p}: no such file")
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(p))
     suffix = p.suffix.lower()
     if suffix in (".jsonl", ".json", ".csv"):
         return suffix[1:]
