@@ -15,8 +15,8 @@
 
 ``python -m data_pipeline.annotate import input=EXPORT.json out=DIR`` (the same as
 ``python -m data_pipeline.ingest input=EXPORT.json out=DIR``, which recognises a Label Studio
-JSON export) turns the exported annotations into our validated records. The C.5 consistency
-rules are those of ``verifier.records.Annotation``; every error names the Label Studio task id
+JSON export) turns the exported annotations into our validated records (the export parser is
+``verifier.formats.task_to_record``). The C.5 consistency rules are those of ``verifier.records.Annotation``; every error names the Label Studio task id
 and the field, e.g. ``record 'p1-g0-s0-r0 (Label Studio task 7)', field
 'annotation.recoverable_error_steps': recoverable steps [3] must come before the first fatal step 2``.
 """

@@ -8,7 +8,7 @@ field and per annotation field; ``proof_steps`` as a JSON list, or a ``proof`` t
 column split on ``Step k:`` markers; ``meta`` as a JSON object). Column names are
 normalised ("First Fatal Error Step" -> ``first_fatal_error_step``) and the annotators'
 forms are accepted (``-1``, ``"2,5"``, ``yes``/``no``). A Label Studio JSON export of the tasks
-written by ``data_pipeline.annotate export`` is recognised and mapped back (``annotate.task_to_record``;
+written by ``data_pipeline.annotate export`` is recognised and mapped back (``verifier.formats.task_to_record``;
 errors name the Label Studio task id and the field). A folder ingests every
 ``*.jsonl``/``*.csv`` in it, ids unique across all of them.
 

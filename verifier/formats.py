@@ -252,7 +252,8 @@ def trajectory_from_dataset_row(row: dict[str, Any]) -> ProofTrajectory:
 
 def features():
     """The ``datasets.Features`` of ``INGESTED_COLUMNS``."""
-    from datasets import Features, Sequence, Value  # datasets (pyarrow tables, ~2 s import): ingested sets only
+    # datasets (pyarrow tables, ~2 s import): ingested sets only
+    from datasets import Features, Sequence, Value
 
     s, i, b = Value("string"), Value("int64"), Value("bool")
     kinds = {"proof_steps": Sequence(s), "recoverable_error_steps": Sequence(i), "first_fatal_error_step": i,
