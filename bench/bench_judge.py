@@ -60,7 +60,7 @@ def parse_args() -> argparse.Namespace:
 
 def load_prompts(n: int):
     """Round-robin over the four ProcessBench splits, alternating gold-valid and gold-invalid proofs."""
-    from data_pipeline.importers import SHARED_DATA, load_processbench
+    from verifier.formats import SHARED_DATA, load_processbench
 
     pools = []
     for split in ("gsm8k", "math", "olympiadbench", "omnimath"):

@@ -276,20 +276,20 @@ def main(argv: list[str] | None = None) -> None:
     # the same held-out records for every model
     t0 = time.monotonic()
     from training.grpo import load_trajectories_for
+    from verifier.identity import ProblemIndex
+    from verifier.io import load_trajectories
 
     sft_trajs, _ = load_trajectories_for(data(cfg.n_sft, cfg.seed + 1))
     grpo_trajs, gold = load_trajectories_for(data(cfg.n_grpo, cfg.seed + 2))  # drops held-out problems of GRPO's
-    seen = {t.problem_id for t in sft_trajs} if not cfg.init_from else set()
-    if cfg.exclude_problems_of:
-        from verifier.io import load_trajectories
-
-        seen |= {t.problem_id for t in load_trajectories(cfg.exclude_problems_of).records}
+    seen = [*(sft_trajs if not cfg.init_from else ()),
+            *(load_trajectories(cfg.exclude_problems_of).records if cfg.exclude_problems_of else ())]
     n_gen = len(gold)
-    gold = [t for t in gold if t.problem_id not in seen]
+    index = ProblemIndex(seen)  # the one leak check: a problem of the SFT data by id or by text
+    gold = [t for t in gold if index.shared(t) is None]
     if cfg.grpo_fresh_problems:  # RL prompts the warm start has not memorised: problems of neither SFT nor held-out
-        held = {t.problem_id for t in gold}
+        taken = ProblemIndex([*seen, *gold])
         pool, _ = load_trajectories_for(data(cfg.grpo_fresh_pool, cfg.seed + 3))
-        fresh = [t for t in pool if t.problem_id not in seen and t.problem_id not in held]
+        fresh = [t for t in pool if taken.shared(t) is None]
         if len(fresh) < cfg.n_grpo:
             raise SystemExit(f"only {len(fresh)} GRPO records on problems outside the SFT and held-out data: "
                              "raise grpo_fresh_pool")

@@ -15,8 +15,8 @@
 
 ``python -m data_pipeline.annotate import input=EXPORT.json out=DIR`` (the same as
 ``python -m data_pipeline.ingest input=EXPORT.json out=DIR``, which recognises a Label Studio
-JSON export) turns the exported annotations into our validated records. The C.5 consistency
-rules are those of ``verifier.records.Annotation``; every error names the Label Studio task id
+JSON export) turns the exported annotations into our validated records (the export parser is
+``verifier.formats.task_to_record``). The C.5 consistency rules are those of ``verifier.records.Annotation``; every error names the Label Studio task id
 and the field, e.g. ``record 'p1-g0-s0-r0 (Label Studio task 7)', field
 'annotation.recoverable_error_steps': recoverable steps [3] must come before the first fatal step 2``.
 """
@@ -31,22 +31,15 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
+from data_pipeline.ingest import IngestConfig
+from data_pipeline.ingest import run as ingest_run
 from verifier.errors import EXIT_USER_ERROR, InputError
-from verifier.records import NO_STEP, Annotation, ProofTrajectory, RecordError
+from verifier.formats import REPORT_CHOICE, load_any
+from verifier.io import DatasetError, read_jsonl
+from verifier.records import NO_STEP, ProofTrajectory
 
-REPORT_CHOICE = "Report error case"
 AUX_HEADER = ("Auxiliary verifications: model outputs shown only as references. They are NOT verified; "
               "do not trust them by default. Your label must rest on your own judgment of the proof (appendix C.1).")
-# control name -> (annotation field, Label Studio result type)
-CONTROLS = {
-    "reviewer_comment": ("reviewer_comment", "textarea"),
-    "first_fatal_error_step": ("first_fatal_error_step", "number"),
-    "recoverable_error_steps": ("recoverable_error_steps", "textarea"),
-    "remark": ("remark", "textarea"),
-    "report_error_case": ("report_error_case", "choices"),
-    "correction": ("correction", "textarea"),
-}
-
 
 @dataclass
 class AnnotateConfig:
@@ -150,12 +143,9 @@ def task_for(traj: ProofTrajectory, judgment: dict[str, Any] | None, max_chars: 
 
 def export(cfg: AnnotateConfig) -> Path:
     """Write ``label_config.xml``, ``tasks.json`` and ``README.md`` for the queue."""
-    from data_pipeline.ingest import load_ingested
-    from verifier.io import read_jsonl
-
     if not cfg.queue or not cfg.out:
         raise InputError("annotate export: queue=PATH and out=DIR are required")
-    trajs = load_ingested(cfg.queue)
+    trajs = load_any(cfg.queue).records
     jpath = Path(cfg.judgments) if cfg.judgments else Path(cfg.queue).parent / "judgments.jsonl"
     if cfg.judgments and not jpath.exists():
         raise FileNotFoundError(f"annotate config, field 'judgments': {jpath} does not exist")
@@ -184,67 +174,6 @@ def export(cfg: AnnotateConfig) -> Path:
     return out
 
 
-# ------------------------------------------------------------------------------------------ import
-
-
-def is_label_studio_export(data: Any) -> bool:
-    """A Label Studio JSON export: a list of tasks with ``data`` and ``annotations``."""
-    return (isinstance(data, list) and bool(data) and isinstance(data[0], dict)
-            and "data" in data[0] and "annotations" in data[0])
-
-
-def _value(item: dict[str, Any], kind: str, rid: str, name: str) -> Any:
-    value = item.get("value") or {}
-    if kind == "textarea":
-        text = value.get("text", [])
-        if isinstance(text, str):
-            text = [text]
-        if not isinstance(text, list) or not all(isinstance(t, str) for t in text):
-            raise RecordError(rid, f"annotation.{name}", f"expected text, got {value!r}")
-        return "\n".join(text)
-    if kind == "number":
-        return value.get("number")
-    return value.get("choices", [])
-
-
-def task_to_record(task: dict[str, Any], line: int | None = None) -> dict[str, Any]:
-    """One exported task -> our trajectory record (annotation nested); C.5 checked, errors name the task."""
-    tid = task.get("id")
-    data = task.get("data") or {}
-    traj = data.get("trajectory")
-    rid = f"{data.get('trajectory_id', '?')} (Label Studio task {tid})"
-    if not isinstance(traj, dict):
-        raise RecordError(rid, "data.trajectory", "missing: not a task written by data_pipeline.annotate export", line)
-    anns = [a for a in task.get("annotations") or [] if not a.get("was_cancelled")]
-    if not anns:
-        why = "skipped by the annotator" if task.get("annotations") else "no submitted annotation"
-        raise RecordError(rid, "annotations", why, line)
-    ann = max(anns, key=lambda a: (str(a.get("updated_at") or a.get("created_at") or ""), a.get("id") or 0))
-    fields: dict[str, Any] = {}
-    for item in ann.get("result") or []:
-        name = item.get("from_name")
-        if name not in CONTROLS:
-            raise RecordError(rid, f"result.{name}", "unknown control (not in our labeling config)", line)
-        field_name, kind = CONTROLS[name]
-        v = _value(item, kind, rid, field_name)
-        fields[field_name] = (REPORT_CHOICE in v) if name == "report_error_case" else v
-    fields["report_error_case"] = bool(fields.get("report_error_case", False))
-    n_steps = len(traj.get("proof_steps") or [])
-    try:
-        if fields.get("first_fatal_error_step") is None:
-            if not fields["report_error_case"]:
-                raise RecordError(rid, "annotation.first_fatal_error_step",
-                                  "missing (enter -1 when the proof has no fatal error)")
-            fields["first_fatal_error_step"] = NO_STEP
-        a = Annotation.from_dict(fields, rid, n_steps=n_steps)
-    except RecordError as e:
-        raise RecordError(rid, e.field, e.message, line) from None
-    meta = dict(traj.get("meta") or {})
-    meta["label_studio"] = {"task_id": tid, "annotation_id": ann.get("id"), "completed_by": ann.get("completed_by"),
-                            "annotations": len(anns), "updated_at": ann.get("updated_at")}
-    return {**traj, "annotation": a.to_dict(), "meta": meta}
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m data_pipeline.annotate export queue=PATH out=DIR`` | ``... import input=EXPORT.json out=DIR``."""
     from verifier.config import hydra_main
@@ -264,10 +193,6 @@ def main(argv: Sequence[str] | None = None) -> None:
             n = len(json.loads((out / "tasks.json").read_text(encoding="utf-8")))
             print(f"annotate export: {n} tasks; Label Studio config {out / 'label_config.xml'}, tasks {out / 'tasks.json'}")
             return
-        from data_pipeline.ingest import IngestConfig
-        from data_pipeline.ingest import run as ingest_run
-        from verifier.io import DatasetError
-
         icfg = IngestConfig(input=cfg.input, out=cfg.out, on_error=cfg.on_error, name=cfg.name, progress=cfg.progress)
         try:
             r = ingest_run(icfg)

@@ -30,6 +30,7 @@ from typing import Any, Sequence
 from verifier.budget import check_budget
 from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
 from verifier.errors import InputError
+from verifier.formats import load_any
 from verifier.judging import JudgeConfig, Judgment
 from verifier.outputs import holds_output
 from verifier.records import NO_STEP, Annotation, ProofTrajectory
@@ -158,7 +159,6 @@ def run(cfg: AugmentConfig) -> dict[str, Any]:
     """Repair, verify, and append accepted/rejected repairs; returns the summary (also written)."""
     from tqdm import tqdm
 
-    from data_pipeline.ingest import load_ingested
     from verifier.io import JsonlAppender
 
     if not cfg.input or not cfg.out:
@@ -172,7 +172,7 @@ def run(cfg: AugmentConfig) -> dict[str, Any]:
                          f"accepts (pessimistic), got {cfg.verify.policy!r}")
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    trajs = load_ingested(cfg.input)
+    trajs = load_any(cfg.input).records
     cands, not_cand = candidates(trajs)
     if cfg.limit is not None:
         cands = cands[: cfg.limit]

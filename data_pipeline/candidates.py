@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data_pipeline.importers import ProofProblem, load_proofbench_problems
 from verifier.budget import check_budget
 from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
 from verifier.errors import InputError
+from verifier.formats import ProofProblem, load_proofbench_problems
 from verifier.outputs import holds_output
 from verifier.records import NO_STEP, ProofTrajectory
 from verifier.templates import as_messages, generation_prompt, render, split_proof_steps

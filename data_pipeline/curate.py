@@ -3,13 +3,13 @@
 ``python -m data_pipeline.curate input=PATH out=DIR [classifier.enabled=true classifier.endpoint.base_url=URL]
 [near_duplicate_threshold=0.9]``
 
-Input: problems in our importers' formats (``data_pipeline.importers.load_proofbench_problems``:
+Input: problems in our file formats (``verifier.formats.load_proofbench_problems``:
 the IMO-ProofBench v2 CSV or a JSONL of problems). Each problem is kept or removed with ONE reason:
 
 1. ``answer_centric:<type>`` by rules — an options list ``(A) ... (B) ...`` or "which of the
    following" (``multiple_choice``), "true or false" (``true_false``), blanks ``___`` /
    ``\\underline{\\hspace..}`` / "fill in the blank" (``fill_in_blank``);
-2. ``duplicate`` (same normalised text as an earlier kept problem) and ``near_duplicate``
+2. ``duplicate`` (same folded text, ``verifier.identity.normalize_text(fold=True)``, as an earlier kept problem) and ``near_duplicate``
    (cosine similarity of character n-gram TF-IDF vectors >= ``near_duplicate_threshold``);
 3. with ``classifier.enabled``, an LLM on the engine layer labels the rest with
    ``verifier/prompts/classify_problem.j2``; the label is parsed from the answer block with an
@@ -34,9 +34,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data_pipeline.importers import ProofProblem, load_proofbench_problems
 from verifier.engine import EndpointConfig
 from verifier.errors import InputError
+from verifier.formats import ProofProblem, load_proofbench_problems
+from verifier.identity import normalize_text
 from verifier.records import ParseStatus
 
 TASK_TYPES = ("proof", "true_false", "multiple_choice", "fill_in_blank", "other_answer")
@@ -243,20 +244,6 @@ def rule_task_type(problem: str) -> tuple[str, str]:
 
 # ------------------------------------------------------------------------------------- duplicates
 
-_LATEX_SPACING = re.compile(r"\\(?:[,;:! ]|quad|qquad|left|right|displaystyle|textstyle)")
-
-
-def normalize_text(text: str) -> str:
-    """Text for duplicate detection: NFKC, lower case, no LaTeX spacing/``$``, punctuation-light, one space.
-
-    >>> normalize_text("Prove  that $x^2\\\\geq 0$ for all real $x$.") == normalize_text("prove that x^2\\\\geq 0 for all real x")
-    True
-    """
-    t = unicodedata.normalize("NFKC", text or "").lower()
-    t = _LATEX_SPACING.sub(" ", t)
-    t = re.sub(r"[$.,;:!?\"'`]", " ", t)
-    return re.sub(r"\s+", " ", t).strip()
-
 
 def near_duplicate_pairs(texts: Sequence[str], threshold: float, chunk: int = 2048) -> list[tuple[int, int, float]]:
     """``(i, j, similarity)`` with ``j < i`` for each i whose most similar earlier text reaches ``threshold``.
@@ -353,7 +340,7 @@ def curate(problems: Sequence[ProofProblem], cfg: CurateConfig) -> list[Decision
             if kind != "proof":
                 d.reason, d.detail = f"answer_centric:{kind}", f"rule {rule} matched {evidence!r}"
     live = [i for i, d in enumerate(dec) if d.kept]
-    norm = {i: normalize_text(problems[i].problem) for i in live}
+    norm = {i: normalize_text(problems[i].problem, fold=True) for i in live}
     if cfg.exact_duplicates:
         first: dict[str, int] = {}
         for i in live:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from verifier.errors import InputError
+from verifier.formats import load_any
+from verifier.identity import ProblemIndex
 from verifier.records import ProofTrajectory
 from verifier.templates import as_messages, verification_prompt
 
@@ -101,19 +103,12 @@ def variant_trajectories(cfg: GrpoDataConfig) -> tuple[list[ProofTrajectory], di
     import random
     from collections import Counter
 
-    from data_pipeline.importers import problem_id_of
-    from data_pipeline.ingest import load_ingested
-
     if cfg.variant not in VARIANTS:
         raise InputError(f"grpo_data config, field 'variant': use one of {list(VARIANTS)}, got {cfg.variant!r}")
     if cfg.unusable not in ("skip", "error"):
         raise InputError(f"grpo_data config, field 'unusable': use skip or error, got {cfg.unusable!r}")
-    held_problems: dict[str, str] = {}
-    if cfg.held_out:
-        held = load_ingested(cfg.held_out)
-        held_problems = {t.problem_id: t.id for t in held}
-        # the same problem text under another problem_id (e.g. a candidate set generated apart) leaks it too
-        held_texts = {problem_id_of(t.problem): t.id for t in held}
+    # the one leak check: a held-out problem by id, or by its text under another id (a candidate set generated apart)
+    held = ProblemIndex(load_any(cfg.held_out).records if cfg.held_out else ())
     out: list[ProofTrajectory] = []
     seen: dict[str, str] = {}
     counts: dict[str, Any] = {"variant": cfg.variant, "by_origin": {}, "skipped": {}}
@@ -122,7 +117,7 @@ def variant_trajectories(cfg: GrpoDataConfig) -> tuple[list[ProofTrajectory], di
         if not path:
             raise InputError(f"grpo_data config, field {origin!r}: variant {cfg.variant!r} needs this source")
         kept = 0
-        for t in load_ingested(path):
+        for t in load_any(path).records:
             reason = None
             if t.annotation is None:
                 reason = "unannotated"
@@ -135,12 +130,9 @@ def variant_trajectories(cfg: GrpoDataConfig) -> tuple[list[ProofTrajectory], di
                 continue
             if t.id in seen:
                 raise InputError(f"record {t.id!r}, field 'id': duplicate id in sources {seen[t.id]!r} and {origin!r}")
-            if t.problem_id in held_problems:
-                raise InputError(f"record {t.id!r}, field 'problem_id': problem {t.problem_id!r} is in the held-out "
-                                 f"set (record {held_problems[t.problem_id]!r}); the training rows would leak it")
-            if held_texts and problem_id_of(t.problem) in held_texts:
-                raise InputError(f"record {t.id!r}, field 'problem': the same problem text as held-out record "
-                                 f"{held_texts[problem_id_of(t.problem)]!r}; the training rows would leak it")
+            leak = held.shared(t)
+            if leak:
+                raise InputError(f"{leak}; the training rows would leak it ({origin} source {path})")
             seen[t.id] = origin
             out.append(t)
             kept += 1

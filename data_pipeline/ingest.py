@@ -8,7 +8,7 @@ field and per annotation field; ``proof_steps`` as a JSON list, or a ``proof`` t
 column split on ``Step k:`` markers; ``meta`` as a JSON object). Column names are
 normalised ("First Fatal Error Step" -> ``first_fatal_error_step``) and the annotators'
 forms are accepted (``-1``, ``"2,5"``, ``yes``/``no``). A Label Studio JSON export of the tasks
-written by ``data_pipeline.annotate export`` is recognised and mapped back (``annotate.task_to_record``;
+written by ``data_pipeline.annotate export`` is recognised and mapped back (``verifier.formats.task_to_record``;
 errors name the Label Studio task id and the field). A folder ingests every
 ``*.jsonl``/``*.csv`` in it, ids unique across all of them.
 
@@ -34,8 +34,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from verifier.errors import EXIT_USER_ERROR, InputError
+from verifier.formats import format_of, is_label_studio_export, task_to_record, to_dataset
 from verifier.io import DatasetError, iter_jsonl, write_jsonl
 from verifier.records import Annotation, ProofTrajectory, RecordError
+from verifier.templates import split_proof_steps
 
 TRAJECTORY_FIELDS = tuple(f.name for f in dataclasses.fields(ProofTrajectory))
 ANNOTATION_FIELDS = tuple(f.name for f in dataclasses.fields(Annotation))
@@ -52,6 +54,7 @@ ALIASES = {
     "suggested_corrections": "correction", "suggested_correction": "correction",
     "remarks": "remark", "note": "remark", "notes": "remark",
 }
+EXPORT_FORMATS = ("jsonl", "csv", "json")  # of verifier.formats.format_of
 _BOOL = {"true": True, "1": True, "yes": True, "y": True, "x": True,
          "false": False, "0": False, "no": False, "n": False, "": False}
 
@@ -142,8 +145,6 @@ def normalize_row(raw: dict[str, Any], line: int | None, from_csv: bool, extra_p
             if row.get(name) == "":
                 row[name] = None
     if row.get("proof_steps") in (None, "") and isinstance(row.get("proof"), str) and row["proof"].strip():
-        from verifier.templates import split_proof_steps
-
         row["proof_steps"] = split_proof_steps(row["proof"])
     row.pop("proof", None)
     flat = {k: row.pop(k) for k in list(row) if k in ANNOTATION_FIELDS}
@@ -179,23 +180,22 @@ def _guess_id(raw: dict[str, Any]) -> str | None:
 
 
 def input_files(path: str | os.PathLike) -> list[Path]:
-    """The export files under ``path`` (a file, or a folder of ``*.jsonl``/``*.csv``)."""
+    """The export files under ``path`` (a file, or a folder of ``*.jsonl``/``*.csv``/``*.json``)."""
     p = Path(path)
     if p.is_dir():
         files = sorted(f for f in p.iterdir() if f.suffix.lower() in (".jsonl", ".csv", ".json"))
         if not files:
             raise FileNotFoundError(f"{p}: no *.jsonl, *.csv or *.json files in this folder")
         return files
-    if not p.exists():
-        raise FileNotFoundError(f"{p}: no such file")
-    if p.suffix.lower() not in (".jsonl", ".csv", ".json"):
+    if format_of(p) not in EXPORT_FORMATS:
         raise InputError(f"{p}: expected a .jsonl, .csv or .json file (got {p.suffix!r})")
     return [p]
 
 
 def iter_rows(path: Path) -> Iterator[tuple[int, Any, bool]]:
     """``(line, row or RecordError, from_csv)`` for each row of a JSONL or CSV export."""
-    if path.suffix.lower() == ".csv":
+    kind = format_of(path)
+    if kind == "csv":
         with open(path, encoding="utf-8-sig", newline="") as f:
             reader = csv.DictReader(f)
             if not reader.fieldnames:
@@ -209,7 +209,7 @@ def iter_rows(path: Path) -> Iterator[tuple[int, Any, bool]]:
                     yield reader.line_num, RecordError(None, "<csv>", f"malformed CSV: {e}", reader.line_num), True
                     return
                 yield reader.line_num, row, True
-    elif path.suffix.lower() == ".json":  # one JSON array of records
+    elif kind == "json":  # one JSON array of records
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
@@ -218,8 +218,6 @@ def iter_rows(path: Path) -> Iterator[tuple[int, Any, bool]]:
         if not isinstance(data, list):
             yield 1, RecordError(None, "<json>", "expected a JSON array of records", 1), False
             return
-        from data_pipeline.annotate import is_label_studio_export, task_to_record
-
         if is_label_studio_export(data):  # Label Studio JSON export of data_pipeline.annotate tasks
             for i, task in enumerate(data, 1):
                 try:
@@ -295,72 +293,6 @@ def counts(records: list[ProofTrajectory]) -> dict[str, dict[str, int]]:
         "subject": c(t.subject for t in records),
         "source": c(t.source for t in records),
     }
-
-
-def dataset_row(t: ProofTrajectory) -> dict[str, Any]:
-    """Flat dataset columns of one record (the annotation flattened; meta as JSON text)."""
-    a = t.annotation or Annotation()
-    return {
-        "id": t.id, "problem_id": t.problem_id, "problem": t.problem, "proof_steps": list(t.proof_steps),
-        "reference_solution": t.reference_solution, "subject": t.subject, "split": t.split, "source": t.source,
-        "generator": t.generator, "annotated": t.annotation is not None,
-        "polarity": t.gold_verdict.value if t.gold_verdict else "", "fully_correct": bool(t.annotation and a.fully_correct),
-        "reviewer_comment": a.reviewer_comment, "first_fatal_error_step": a.first_fatal_error_step,
-        "recoverable_error_steps": list(a.recoverable_error_steps), "remark": a.remark,
-        "report_error_case": a.report_error_case, "correction": a.correction, "fatal_step_unknown": a.fatal_step_unknown,
-        "meta": json.dumps(t.meta, ensure_ascii=False, sort_keys=True),
-    }
-
-
-def trajectory_from_dataset_row(row: dict[str, Any]) -> ProofTrajectory:
-    """Inverse of ``dataset_row``."""
-    d = {k: row[k] for k in ("id", "problem_id", "problem", "proof_steps", "reference_solution", "subject", "split",
-                             "source", "generator")}
-    if row.get("annotated", True):
-        d["annotation"] = {k: row[k] for k in ANNOTATION_FIELDS}
-    d["meta"] = json.loads(row.get("meta") or "{}")
-    return ProofTrajectory.from_dict(d)
-
-
-def features():
-    from datasets import Features, Sequence, Value
-
-    s, i, b = Value("string"), Value("int64"), Value("bool")
-    return Features({
-        "id": s, "problem_id": s, "problem": s, "proof_steps": Sequence(s), "reference_solution": s, "subject": s,
-        "split": s, "source": s, "generator": s, "annotated": b, "polarity": s, "fully_correct": b,
-        "reviewer_comment": s, "first_fatal_error_step": i, "recoverable_error_steps": Sequence(i), "remark": s,
-        "report_error_case": b, "correction": s, "fatal_step_unknown": b, "meta": s,
-    })
-
-
-def to_dataset(records: list[ProofTrajectory]):
-    """A ``datasets.Dataset`` with fixed features (also for an empty list)."""
-    from datasets import Dataset
-
-    rows = [dataset_row(t) for t in records]
-    cols = {k: [r[k] for r in rows] for k in features()}
-    return Dataset.from_dict(cols, features=features())
-
-
-def load_ingested(path: str | os.PathLike) -> list[ProofTrajectory]:
-    """Records of an ingested folder (``dataset/``), a ``.parquet`` file or a trajectory JSONL."""
-    p = Path(path)
-    if p.is_dir() and (p / "trajectories.jsonl").exists():
-        p = p / "trajectories.jsonl"
-    if p.suffix == ".jsonl":
-        from verifier.io import load_trajectories
-
-        return load_trajectories(p).records
-    if p.suffix == ".parquet":
-        from datasets import Dataset
-
-        ds = Dataset.from_parquet(str(p))
-    else:
-        from datasets import load_from_disk
-
-        ds = load_from_disk(str(p / "dataset" if (p / "dataset").exists() else p))
-    return [trajectory_from_dataset_row(r) for r in ds]
 
 
 def _table(title: str, d: dict[str, int]) -> str:

@@ -37,6 +37,7 @@ import pandas as pd
 
 from verifier.engine import EndpointConfig
 from verifier.errors import InputError
+from verifier.formats import load_any
 from verifier.judging import JudgeConfig
 from verifier.outputs import holds_output
 from verifier.records import NO_STEP, ProofTrajectory
@@ -266,9 +267,7 @@ def judge_rows(trajs: Sequence[ProofTrajectory], cfg: SelectConfig, out: Path) -
 
 
 def load_candidates(path: str | os.PathLike) -> list[ProofTrajectory]:
-    from data_pipeline.ingest import load_ingested
-
-    return load_ingested(path)
+    return load_any(path).records
 
 
 def select(trajs: Sequence[ProofTrajectory], judgments: Iterable[dict[str, Any]], cfg: SelectConfig) -> pd.DataFrame:

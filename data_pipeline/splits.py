@@ -1,8 +1,10 @@
-"""Leak-free train / held-out splits by problem id (section 5.4: a held-out set of 94 samples).
+"""Leak-free train / held-out splits by problem (section 5.4: a held-out set of 94 samples).
 
 ``python -m data_pipeline.splits input=PATH out=DIR [held_out_size=94] [seed=0] [stratify_by=[polarity,subject]]``
 
-Whole problems go to one side, never both (asserted before anything is written). The
+Whole problems go to one side, never both (asserted before anything is written by
+``verifier.identity.assert_disjoint``); records whose problem ids differ but whose problem texts are
+the same are one problem. The
 held-out side is chosen to match the strata proportions (default polarity x subject) of
 the whole set: problems are visited in a seed-determined order and a problem is taken
 when it brings the held-out stratum counts closer to their targets, then the remaining
@@ -25,6 +27,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from verifier.errors import InputError
+from verifier.formats import load_any
+from verifier.identity import assert_disjoint, problem_id_of
+from verifier.io import write_jsonl
 from verifier.records import ProofTrajectory
 
 STRATA_FIELDS = ("polarity", "subject", "split", "source")
@@ -75,17 +80,23 @@ def stratum(t: ProofTrajectory, fields: Sequence[str]) -> str:
     return "|".join(vals)
 
 
-def assert_disjoint(train: Sequence[ProofTrajectory], held_out: Sequence[ProofTrajectory]) -> None:
-    """Raise ValueError naming a problem id (and a record of it) found on both sides, or a shared record id."""
-    held = {t.problem_id: t.id for t in held_out}
-    for t in train:
-        if t.problem_id in held:
-            raise InputError(f"record {t.id!r}, field 'problem_id': problem {t.problem_id!r} is on both sides "
-                             f"(held-out record {held[t.problem_id]!r})")
-    ids = {t.id for t in held_out}
-    for t in train:
-        if t.id in ids:
-            raise InputError(f"record {t.id!r}, field 'id': on both sides")
+def problems_by_identity(trajs: Sequence[ProofTrajectory]) -> dict[str, str]:
+    """``problem_id`` -> the problem it belongs to: ids whose records share a problem text
+    (``verifier.identity.problem_id_of``) are one problem, named by its first id in sorted order."""
+    parent: dict[str, str] = {}
+
+    def root(pid: str) -> str:
+        while parent[pid] != pid:
+            pid = parent[pid]
+        return pid
+
+    by_text: dict[str, str] = {}
+    for t in sorted(trajs, key=lambda t: t.problem_id):
+        parent.setdefault(t.problem_id, t.problem_id)
+        other = by_text.setdefault(problem_id_of(t.problem), t.problem_id)
+        a, b = sorted((root(t.problem_id), root(other)))
+        parent[b] = a
+    return {pid: root(pid) for pid in parent}
 
 
 def split_by_problem(trajs: Sequence[ProofTrajectory], held_out_size: int | None = 94,
@@ -115,11 +126,12 @@ def split_by_problem(trajs: Sequence[ProofTrajectory], held_out_size: int | None
         raise InputError("split config: set held_out_size or held_out_fraction")
     if size > n:
         raise InputError(f"split config, field 'held_out_size': {size} > {n} trajectories")
+    problem_of = problems_by_identity(trajs)
     strata = sorted({stratum(t, stratify_by) for t in trajs})
     col = {s: i for i, s in enumerate(strata)}
     groups: dict[str, list[ProofTrajectory]] = defaultdict(list)
     for t in trajs:
-        groups[t.problem_id].append(t)
+        groups[problem_of[t.problem_id]].append(t)
     pids = sorted(groups)
     random.Random(seed).shuffle(pids)
     counts = np.zeros((len(pids), len(strata)))
@@ -150,16 +162,14 @@ def split_by_problem(trajs: Sequence[ProofTrajectory], held_out_size: int | None
         taken[g] = True
         held += counts[g]
     held_set = {pids[g] for g in np.flatnonzero(taken)}
-    train = [t for t in trajs if t.problem_id not in held_set]
-    held_out = [t for t in trajs if t.problem_id in held_set]
+    train = [t for t in trajs if problem_of[t.problem_id] not in held_set]
+    held_out = [t for t in trajs if problem_of[t.problem_id] in held_set]
     assert_disjoint(train, held_out)
     return Split(train, held_out, size, list(stratify_by))
 
 
 def write_split(split: Split, out: str | os.PathLike) -> Path:
     """Assert disjointness, then write ``train.jsonl``, ``held_out.jsonl``, ``split_summary.json``."""
-    from verifier.io import write_jsonl
-
     assert_disjoint(split.train, split.held_out)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -170,11 +180,9 @@ def write_split(split: Split, out: str | os.PathLike) -> Path:
 
 
 def run(cfg: SplitConfig) -> Split:
-    from data_pipeline.ingest import load_ingested
-
     if not cfg.input or not cfg.out:
         raise InputError("split config: input=PATH and out=DIR are required")
-    trajs = load_ingested(cfg.input)
+    trajs = load_any(cfg.input).records
     size = None if cfg.held_out_fraction is not None else cfg.held_out_size
     split = split_by_problem(trajs, size, cfg.held_out_fraction, cfg.seed, cfg.stratify_by)
     write_split(split, cfg.out)

@@ -28,7 +28,6 @@ model can learn, in words its tokenizer knows), ``style="short"`` is the reviewe
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 import random
@@ -37,10 +36,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from verifier.parser import format_verification
-from data_pipeline.importers import problem_id_of
-from verifier.records import NO_STEP, Annotation, ProofTrajectory, Verdict
 from verifier.errors import InputError
+from verifier.formats import load_any
+from verifier.identity import ProblemIndex, problem_id_of
+from verifier.parser import format_verification
+from verifier.records import NO_STEP, Annotation, ProofTrajectory, Verdict
 
 FATAL_KINDS = ("wrong_result", "wrong_operand", "wrong_final")
 RECOVERABLE_KINDS = ("double_equals", "arrow")
@@ -313,7 +313,7 @@ def iter_synthetic(cfg: SyntheticConfig) -> Iterator[ProofTrajectory]:
     cfg.validate()
     n_problems = math.ceil(cfg.n / cfg.proofs_per_problem) if cfg.n else 0
     width = max(6, len(str(n_problems)))
-    excluded = _problem_texts(cfg.exclude_problems_of) if cfg.exclude_problems_of else set()
+    excluded = ProblemIndex(load_any(cfg.exclude_problems_of).records if cfg.exclude_problems_of else ())
     made, p, skipped = 0, -1, 0
     while made < cfg.n:
         p += 1
@@ -322,24 +322,17 @@ def iter_synthetic(cfg: SyntheticConfig) -> Iterator[ProofTrajectory]:
                              f"{cfg.exclude_problems_of}; the knobs leave too few fresh problems for n={cfg.n}")
         rng = random.Random(f"{cfg.seed}:{p}")
         prob = _problem(rng, cfg, p)
-        if excluded and problem_id_of(prob["problem"]) in excluded:
+        if excluded.has_text(prob["problem"]):
             skipped += 1
             continue
         pid = f"{cfg.id_prefix}-{cfg.seed}-{p:0{width}d}"
         tid = pid
         if cfg.problem_id_from_text:
-            pid = f"{cfg.id_prefix}-" + hashlib.sha1(prob["problem"].encode()).hexdigest()[:12]
+            pid = problem_id_of(prob["problem"], prefix=cfg.id_prefix)
         for k in range(min(cfg.proofs_per_problem, cfg.n - made)):
             yield _make_trajectory(rng, cfg, pid, f"{tid}-{k}", prob["problem"], prob["var"], prob["start"],
                                    prob["ops"], prob["subject"], prob["split"], prob["reference"])
             made += 1
-
-
-def _problem_texts(path: str) -> set[str]:
-    """The problems of a trajectory JSONL (``exclude_problems_of``), as ``problem_id_of`` of their text."""
-    from verifier.io import read_jsonl
-
-    return {problem_id_of(str(r.get("problem", ""))) for r in read_jsonl(path)}
 
 
 def generate_synthetic(n: int, seed: int = 0, **options: Any) -> list[ProofTrajectory]:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from verifier.errors import InputError
+from verifier.formats import load_gold
 from verifier.records import NO_STEP, MetaGrade, ProofTrajectory, RecordError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -319,25 +320,6 @@ def join(
     return views, errors
 
 
-def load_gold(path: str | os.PathLike) -> list[ProofTrajectory]:
-    """Gold trajectories from one file (``load_any``) or every supported file in a folder."""
-    from data_pipeline.importers import load_any
-    from verifier.records import check_unique_ids
-
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"gold: {p} does not exist")
-    if p.is_dir():
-        files = sorted(f for f in p.iterdir() if f.suffix in (".json", ".jsonl", ".parquet"))
-        if not files:
-            raise FileNotFoundError(f"gold: no .json, .jsonl or .parquet file in {p}")
-        records = [r for f in files for r in load_any(f).records]
-    else:
-        records = load_any(p).records
-    check_unique_ids(records)
-    return records
-
-
 # --------------------------------------------------------------------------- site
 
 
@@ -567,7 +549,7 @@ def browse(cfg: BrowseConfig) -> Path:
             raise InputError(f"{k}=PATH is required: python -m eval.browse judgments=PATH gold=PATH out=DIR")
     if not Path(cfg.judgments).is_file():
         raise FileNotFoundError(f"judgments: {cfg.judgments} does not exist")
-    gold = load_gold(cfg.gold)
+    gold = load_gold(cfg.gold, annotated=False)
     rows = list(iter_jsonl(cfg.judgments))
     index = write_browser(
         rows, gold, cfg.out, title=cfg.title, page_size=cfg.page_size, chunk_rows=cfg.chunk_rows,

@@ -4,7 +4,7 @@
 endpoint.model=NAME judge.n=8 judge.policy=pessimistic judge.early_stop=false``
 
 * ``input``: our trajectory JSONL, a ProcessBench split (``.json``) or the OPC parquet
-  (``data_pipeline.importers.load_any``); ``on_error=skip`` skips bad JSONL records (counted, reported).
+  (``verifier.formats.load_any``); ``on_error=skip`` skips bad JSONL records (counted, reported).
 * ``output``: JSONL, one line per trajectory (``verifier.judging.judgment_to_row``), appended and
   fsynced as each judgment completes (``verifier.runner.judge``, the one judging runner). Re-running the same command resumes: ids already in the
   output are skipped, passes already generated come from the pass cache (``cache``, default
@@ -28,6 +28,7 @@ from typing import Any
 
 from verifier.engine import EndpointConfig, OpenAIEngine
 from verifier.errors import InputError
+from verifier.formats import load_any
 from verifier.judging import JudgeConfig, Judgment, PassCache
 from verifier.outputs import holds_output
 from verifier.runner import done_ids, judge
@@ -52,8 +53,6 @@ class JudgeAppConfig:
 @holds_output("output", folder=False)
 def run(cfg: JudgeAppConfig) -> dict[str, Any]:
     """Judge ``cfg.input`` into ``cfg.output`` (``verifier.runner.judge``); returns the summary (also printed)."""
-    from data_pipeline.importers import load_any
-
     if cfg.input in ("???", "") or cfg.output in ("???", ""):
         raise InputError("input=PATH and output=PATH are required")
     t0 = time.monotonic()

@@ -37,8 +37,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data_pipeline.importers import ProofProblem, load_proofbench_problems
 from verifier.engine import EndpointConfig, Engine, OpenAIEngine
+from verifier.formats import ProofProblem, load_proofbench_problems
 from verifier.generation import (
     GenerationConfig,
     GenTask,

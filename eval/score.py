@@ -3,7 +3,7 @@
 ``python -m eval.score gold=PATH predictions=PATH out=DIR [allow_missing=true] [meta_threshold=EXACT_MATCH]``
 
 * ``gold``: our trajectory JSONL with annotations, a ProcessBench split (``.json``) or
-  the OPC test parquet (``data_pipeline.importers.load_any``).
+  the OPC test parquet (``verifier.formats.load_gold``).
 * ``predictions``: JSONL, one row per trajectory with ``id``, ``verdict`` (valid / invalid /
   null), ``first_error_step``, optionally ``meta_grade`` and ``passes`` (as ``eval.judge`` writes).
 
@@ -22,8 +22,9 @@ from typing import Any
 
 from eval.metrics import Alignment, Prediction, ScoreOptions, align_ids, score_predictions
 from eval.stats import BootstrapSpec
+from verifier.formats import load_gold
 from verifier.io import DatasetError, load_records
-from verifier.records import MetaGrade, ProofTrajectory, RecordError
+from verifier.records import MetaGrade, ProofTrajectory
 from verifier.results import WandbConfig, log_eval, print_table, write_metrics, write_report
 
 
@@ -52,18 +53,6 @@ def load_predictions(path: str | os.PathLike) -> dict[str, Prediction]:
     if errors:
         raise DatasetError(path, errors)
     return {p.id: p for p in records}
-
-
-def load_gold(path: str | os.PathLike) -> list[ProofTrajectory]:
-    """Gold records via ``load_any``; every record must carry an expert annotation."""
-    from data_pipeline.importers import load_any
-
-    records = load_any(path).records
-    bad = [RecordError(r.id, "annotation", "gold record has no expert annotation") for r in records
-           if r.annotation is None]
-    if bad:
-        raise DatasetError(path, bad)
-    return records
 
 
 def score_files(gold_path: str | os.PathLike, pred_path: str | os.PathLike, opts: ScoreOptions,

@@ -35,6 +35,7 @@ from typing import Any, Sequence
 from eval.metrics import ScoreOptions
 from verifier.engine import EndpointConfig, Engine, OpenAIEngine, SamplingConfig
 from verifier.errors import InputError
+from verifier.formats import load_any
 from verifier.io import read_jsonl
 from verifier.judging import JudgeConfig
 from verifier.offline import OfflineConfig
@@ -241,7 +242,6 @@ def grade_passes(records: Sequence[ProofTrajectory], rows: dict[str, dict[str, A
 @holds_output()
 def run(cfg: VerifierBenchConfig) -> dict[str, Any]:
     """Judge, meta-verify, score and report; returns the metrics document."""
-    from data_pipeline.importers import load_any
     from eval.metrics import align_ids, score_predictions
     from eval.score import flatten, load_predictions, options
 

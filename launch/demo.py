@@ -209,7 +209,7 @@ def pipeline(cfg: DemoConfig) -> Path:
                                    "eval_processbench")}
     knobs = [f"{k}=[{','.join(map(str, v))}]" if isinstance(v, list | tuple) else f"{k}={v}"
              for k, v in cfg.synthetic_knobs.items()]
-    from data_pipeline.importers import SHARED_DATA
+    from verifier.formats import SHARED_DATA
 
     pb = SHARED_DATA / "processbench" / f"{cfg.processbench_split}.json"
     if not pb.is_file():  # fail before minutes of work, not at the last stage
@@ -340,7 +340,7 @@ def processbench_subset(src: Path, dst: str, limit: int) -> str:
     """A balanced SUBSET of a ProcessBench split: the first ``limit // 2`` records with an error and the
     first ``limit - limit // 2`` correct ones, in file order (gsm8k lists its 200 erroneous records first,
     so its first N records alone would leave TPR and the ProcessBench F1 undefined)."""
-    from data_pipeline.importers import load_processbench
+    from verifier.formats import load_processbench
     from verifier.io import write_jsonl
 
     trajs = load_processbench(src)

@@ -14,16 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from data_pipeline.annotate import (
-    AUX_HEADER,
-    REPORT_CHOICE,
-    AnnotateConfig,
-    export,
-    label_config,
-    task_to_record,
-)
+from data_pipeline.annotate import AUX_HEADER, AnnotateConfig, export, label_config
 from data_pipeline.ingest import IngestConfig, ingest
 from data_pipeline.synthetic import generate_synthetic
+from verifier.formats import REPORT_CHOICE, task_to_record
 from verifier.io import write_jsonl
 from verifier.records import RecordError
 

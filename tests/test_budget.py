@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from conftest import API_KEY
 
-from data_pipeline.importers import load_processbench
+from verifier.formats import load_processbench
 from verifier.budget import BudgetError, check_budget, max_model_len, prompt_tokens
 from verifier.config import compose
 from verifier.engine import GenerationRequest, OpenAIEngine, SamplingConfig

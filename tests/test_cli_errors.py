@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import API_KEY
 
-from data_pipeline.importers import load_proofbench_problems, problem_id_of
+from verifier.formats import load_proofbench_problems
+from verifier.identity import problem_id_of
 from data_pipeline.synthetic import generate_synthetic
 from verifier.errors import EXIT_USER_ERROR, InputError, UserError
 from verifier.io import DatasetError, load_trajectories, write_jsonl
@@ -139,7 +140,7 @@ def test_missing_problem_id_is_derived_and_said_once(files, caplog):
     assert res.records[3].problem_id == rows[3]["problem_id"]
     assert [r.getMessage() for r in caplog.records].count(
         f"{files['dir'] / 'nopid.jsonl'}: 3 record(s) without problem_id: derived from the problem text "
-        "(data_pipeline.importers.problem_id_of, the id the leak checks use)") == 1
+        "(verifier.identity.problem_id_of, the id the leak checks use)") == 1
     # problems files too (curate, candidates, proverbench read them)
     write_jsonl(files["dir"] / "problems.jsonl", [{"problem": "Prove that 1 < 2."}, {"id": "p", "problem": "Prove x."}])
     ps = load_proofbench_problems(files["dir"] / "problems.jsonl")

@@ -12,13 +12,13 @@ import pytest
 from data_pipeline.curate import (
     CurateConfig,
     curate,
-    normalize_text,
     parse_task_type,
     rule_match,
     rule_task_type,
     run,
 )
-from data_pipeline.importers import ProofProblem, load_proofbench_problems
+from verifier.formats import ProofProblem, load_proofbench_problems
+from verifier.identity import normalize_text
 from verifier.io import read_jsonl, write_jsonl
 from verifier.records import ParseStatus
 
@@ -104,7 +104,7 @@ def test_duplicates_exact_and_near():
           ProofProblem("c", "Prove that the number $\\sqrt{2}$ is irrational."),  # near duplicate
           ProofProblem("d", "Prove that every group of prime order is cyclic."),
           ProofProblem("e", "True or false: $\\sqrt{2}$ is irrational.")]
-    assert normalize_text(ps[0].problem) == normalize_text(ps[1].problem)
+    assert normalize_text(ps[0].problem, fold=True) == normalize_text(ps[1].problem, fold=True)
     dec = {d.id: d for d in curate(ps, CurateConfig(near_duplicate_threshold=0.8))}
     assert dec["a"].kept and dec["d"].kept
     assert dec["b"].reason == "duplicate" and "'a'" in dec["b"].detail

@@ -215,11 +215,11 @@ def test_demo_config_mirrors_yaml():
 
 
 def test_missing_shared_data_fails_before_any_stage(tmp_path, monkeypatch):
-    from data_pipeline import importers
+    from verifier import formats
 
     demo = _demo_module()
     ran = []
-    monkeypatch.setattr(importers, "SHARED_DATA", tmp_path / "nowhere")
+    monkeypatch.setattr(formats, "SHARED_DATA", tmp_path / "nowhere")
     monkeypatch.setattr(demo.Demo, "run", lambda self, *a, **k: ran.append(a))
     monkeypatch.setattr(demo, "start_server", lambda *a, **k: ran.append(a))
     with pytest.raises(SystemExit, match="VERIFIER_SHARED_DATA"):

@@ -24,7 +24,7 @@ import pytest
 import requests
 from conftest import API_KEY, REPO, free_port
 
-from data_pipeline.importers import load_processbench
+from verifier.formats import load_processbench
 from verifier.engine import EndpointConfig, OpenAIEngine, Router, Server
 from verifier.judging import JudgeConfig, judge_trajectories, judgment_to_row, synthetic_verdict_regex
 

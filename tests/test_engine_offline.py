@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 from conftest import LORA_NAME
 
-from data_pipeline.importers import load_processbench
+from verifier.formats import load_processbench
 from verifier.engine import GenerationRequest, OpenAIEngine, SamplingConfig
 from verifier.judging import JudgeConfig, judge_trajectories, synthetic_verdict_regex
 from verifier.offline import OfflineConfig, VLLMOfflineEngine

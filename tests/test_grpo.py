@@ -307,7 +307,7 @@ def test_submitit_local_launcher_runs_a_job(tmp_path, tiny_model):
 def test_processbench_loader_splits_by_problem_with_the_split_module(shared_data):
     # issue 14, item 2: the GRPO loader's held-out slice is data_pipeline.splits.split_by_problem's,
     # so no gsm8k problem (375 problems, 400 proofs) is on both sides.
-    from data_pipeline.importers import load_processbench
+    from verifier.formats import load_processbench
     from data_pipeline.splits import split_by_problem
     from training.grpo import DataConfig, load_trajectories_for
 

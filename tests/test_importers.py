@@ -2,7 +2,7 @@
 
 import pytest
 
-from data_pipeline.importers import gold_summary, load_any, load_opc, load_processbench
+from verifier.formats import gold_summary, load_any, load_opc, load_processbench
 
 
 @pytest.mark.parametrize("split,err,ok", [("gsm8k", 207, 193), ("math", 594, 406),
@@ -37,7 +37,7 @@ def test_records_sharing_a_problem_share_a_problem_id(shared_data):
     # are one cluster, whatever the file they come from.
     import json
 
-    from data_pipeline.importers import problem_id_of
+    from verifier.identity import problem_id_of
 
     path = shared_data / "processbench" / "gsm8k.json"
     recs = load_processbench(path)
@@ -62,3 +62,20 @@ def test_held_out_split_of_processbench_keeps_problems_on_one_side(shared_data):
     s = split_by_problem(recs, held_out_size=94, seed=0)
     texts = {r.problem for r in s.held_out}
     assert not [r.id for r in s.train if r.problem in texts]
+
+
+def test_one_dispatch_tells_a_parquet_by_its_columns(shared_data, tmp_path):
+    import pandas as pd
+
+    from verifier.errors import InputError
+    from verifier.formats import format_of
+
+    assert format_of(shared_data / "opc_test" / "test.parquet") == "opc"
+    assert format_of(shared_data / "processbench") == "folder"
+    assert len(load_any(shared_data / "processbench").records) == 3400
+    pd.DataFrame({"question": ["?"]}).to_parquet(tmp_path / "other.parquet")
+    with pytest.raises(InputError, match=r"other\.parquet.*OPC.*ingested"):
+        load_any(tmp_path / "other.parquet")
+    (tmp_path / "x.txt").write_text("{}")
+    with pytest.raises(InputError, match=r"x\.txt: unknown format"):
+        load_any(tmp_path / "x.txt")

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from data_pipeline.ingest import IngestConfig, ingest, load_ingested, run
+from data_pipeline.ingest import IngestConfig, ingest, run
 from data_pipeline.synthetic import generate_synthetic
+from verifier.formats import load_any
 from verifier.io import DatasetError, write_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,10 +52,10 @@ def test_jsonl_roundtrip_dataset_and_card(tmp_path):
     out = tmp_path / "out"
     res = run(IngestConfig(input=str(tmp_path / "ann.jsonl"), out=str(out), progress=False))
     assert len(res.records) == 39 and [t.id for t in res.excluded] == [trajs[3].id] and not res.errors
-    back = load_ingested(out)
+    back = load_any(out).records
     assert [t.to_dict() for t in back] == [t.to_dict() for t in res.records]
-    assert [t.to_dict() for t in load_ingested(out / "data.parquet")] == [t.to_dict() for t in res.records]
-    assert [t.to_dict() for t in load_ingested(out / "dataset")] == [t.to_dict() for t in res.records]
+    assert [t.to_dict() for t in load_any(out / "data.parquet").records] == [t.to_dict() for t in res.records]
+    assert [t.to_dict() for t in load_any(out / "dataset").records] == [t.to_dict() for t in res.records]
     assert back[4].annotation == trajs[5].annotation  # the flat row was nested back
     from datasets import load_from_disk
 

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 from conftest import free_port
 
-from data_pipeline.importers import load_processbench
+from verifier.formats import load_processbench
 from verifier.engine import EndpointConfig, OpenAIEngine
 from verifier.judging import (
     JudgeConfig,

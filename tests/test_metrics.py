@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import confusion_matrix
 
-from data_pipeline.importers import load_opc, load_processbench
+from verifier.formats import load_opc, load_processbench
 from eval.metrics import (
     COLUMNS,
     PassResult,

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from data_pipeline.importers import load_proofbench_problems, problem_id_of
+from verifier.formats import load_proofbench_problems
+from verifier.identity import problem_id_of
 from eval.proverbench import ProverBenchConfig, run
 from verifier.config import compose
 from verifier.io import load_trajectories, read_jsonl, write_jsonl

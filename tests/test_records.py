@@ -50,7 +50,7 @@ def test_errors_name_record_and_field(patch, field):
 
 def test_missing_problem_id_is_derived_from_the_problem():
     """The id every leak check uses (``problem_id_of``), not an error (issue 26)."""
-    from data_pipeline.importers import problem_id_of
+    from verifier.identity import problem_id_of
 
     for pid in (None, "", "  "):
         t = ProofTrajectory.from_dict({**GOOD, "problem_id": pid})

@@ -8,7 +8,7 @@ import json
 import pytest
 from conftest import free_port
 
-from data_pipeline.importers import load_processbench
+from verifier.formats import load_processbench
 from verifier.engine import EndpointConfig, OpenAIEngine
 from verifier.io import read_jsonl
 from verifier.judging import JudgeConfig, PassCache, synthetic_verdict_regex

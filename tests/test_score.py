@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from data_pipeline.importers import load_processbench
+from verifier.formats import load_processbench
 from eval.score import ScoreConfig, run
 from verifier.config import compose
 from verifier.io import DatasetError, write_jsonl
@@ -59,7 +59,7 @@ def test_cli_gold_replay_processbench(tmp_path, gsm8k):
 
 
 def test_opc_parquet_and_our_jsonl_gold(tmp_path, shared_data):
-    from data_pipeline.importers import load_opc
+    from verifier.formats import load_opc
 
     opc = load_opc(shared_data / "opc_test" / "test.parquet")
     preds = tmp_path / "p.jsonl"

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from data_pipeline.splits import SplitConfig, assert_disjoint, split_by_problem, stratum, write_split
+from data_pipeline.splits import SplitConfig, split_by_problem, stratum, write_split
 from data_pipeline.synthetic import generate_synthetic
 from verifier.config import compose
+from verifier.identity import assert_disjoint
 from verifier.io import load_trajectories, write_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,3 +67,22 @@ def test_config_default_is_94_and_cli(tmp_path):
     summary = json.loads((tmp_path / "s" / "split_summary.json").read_text())
     assert summary["held_out"] == 94 and sum(summary["held_out_by_stratum"].values()) == 94
     assert "no problem on both sides" in r.stdout
+
+
+def test_one_problem_identity_for_ids_texts_and_synthetic_ids():
+    """Records whose texts are the same are one problem whatever their ids; synthetic ids are the sha1 ones."""
+    import dataclasses
+    import hashlib
+
+    from verifier.identity import ProblemIndex, problem_id_of
+
+    trajs = generate_synthetic(40, seed=0)
+    twin = dataclasses.replace(trajs[0], id="twin", problem_id="other-id", problem=trajs[0].problem + "  ")
+    s = split_by_problem([*trajs, twin], held_out_size=10)
+    sides = {t.id: side for side, ts in (("train", s.train), ("held", s.held_out)) for t in ts}
+    assert sides["twin"] == sides[trajs[0].id]
+    assert_disjoint(s.train, s.held_out)
+    assert ProblemIndex([trajs[0]]).shared(twin).startswith("record 'twin', field 'problem'")
+    by_text = generate_synthetic(4, seed=0, problem_id_from_text=True)
+    assert all(t.problem_id == "syn-" + hashlib.sha1(t.problem.encode()).hexdigest()[:12] ==
+               problem_id_of(t.problem, prefix="syn") for t in by_text)

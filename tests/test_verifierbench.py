@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from data_pipeline.importers import load_processbench
+from verifier.formats import load_processbench
 from eval.verifierbench import VerifierBenchConfig, run
 from verifier.config import compose
 from verifier.io import read_jsonl, write_jsonl

@@ -4,7 +4,7 @@ import pytest
 import requests
 
 from conftest import API_KEY, LORA_NAME
-from data_pipeline.importers import load_processbench
+from verifier.formats import load_processbench
 from verifier.engine import GenerationRequest, OpenAIEngine, SamplingConfig
 from verifier.parser import parse_verification
 from verifier.records import ParseStatus

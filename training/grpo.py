@@ -367,14 +367,15 @@ def load_trajectories_for(cfg: DataConfig):
             log.warning("synthetic: dropped %d held-out records sharing a problem with training", len(overlap))
         return annotated(train, "train"), annotated(held, "eval")
     if cfg.source == "processbench":
-        from data_pipeline.importers import SHARED_DATA, load_processbench
+        from verifier.formats import SHARED_DATA, load_processbench
 
         path = Path(cfg.train_path) if cfg.train_path else SHARED_DATA / "processbench" / "gsm8k.json"
         trajs = annotated(load_processbench(path), str(path))
         # the held-out split of data_pipeline.splits: whole problems on one side, stratified, seeded
         import random
 
-        from data_pipeline.splits import assert_disjoint, split_by_problem
+        from data_pipeline.splits import split_by_problem
+        from verifier.identity import assert_disjoint
 
         if cfg.eval_path:
             held = annotated(load_trajectories(cfg.eval_path).records, cfg.eval_path)[: cfg.n_eval]

@@ -35,6 +35,8 @@ from typing import Any
 
 from training.rewards import JudgeFailureError, _all_ranks_sum, _log, _log_extra, _world_size, completion_text
 from verifier.engine import EndpointConfig, OpenAIEngine
+from verifier.formats import ProofProblem, load_proofbench_problems
+from verifier.identity import ProblemIndex
 from verifier.judging import JudgeConfig
 from verifier.pool import PoolConfig, pool_accepts, pool_score
 from verifier.records import ProofTrajectory, Verdict
@@ -101,7 +103,6 @@ def problem_rows(problems: Sequence[Any], template: str = "generate_proof") -> l
 
 def synthetic_problems(n: int, seed: int, **options: Any) -> list[Any]:
     """``n`` distinct synthetic problems (as ``ProofProblem``), deterministic for a seed."""
-    from data_pipeline.importers import ProofProblem
     from data_pipeline.synthetic import generate_synthetic
 
     opts = {**options, "proofs_per_problem": 1, "problem_id_from_text": True}
@@ -116,8 +117,6 @@ def synthetic_problems(n: int, seed: int, **options: Any) -> list[Any]:
 
 def load_problems(cfg: ProverRLConfig, data: Any) -> tuple[list[Any], list[Any]]:
     """(train, held-out) problems; held-out problems never share a problem with training."""
-    from data_pipeline.importers import load_proofbench_problems
-
     if cfg.problems:
         train = load_proofbench_problems(cfg.problems)[: data.n_train or None]
     else:
@@ -126,11 +125,13 @@ def load_problems(cfg: ProverRLConfig, data: Any) -> tuple[list[Any], list[Any]]
         held = load_proofbench_problems(cfg.eval_problems)
     else:
         held = synthetic_problems((data.n_eval or 100) * 2, data.seed + 10_000, **dict(data.synthetic))
-    train_texts = {p.problem for p in train}
-    dropped = [p for p in held if p.problem in train_texts]
+    train_index = ProblemIndex()
+    for p in train:
+        train_index.add(p.id, p.id, p.problem)
+    dropped = [p for p in held if train_index.has_text(p.problem)]
     if dropped:
         log.warning("prover: dropped %d held-out problems that are also training problems", len(dropped))
-    held = [p for p in held if p.problem not in train_texts][: data.n_eval or None]
+    held = [p for p in held if not train_index.has_text(p.problem)][: data.n_eval or None]
     return train, held
 
 

@@ -71,7 +71,7 @@ class Condition:
 class GenTask:
     """One proof to write: sample ``sample`` of ``problem`` in refine round ``round``."""
 
-    problem: Any  # data_pipeline.importers.ProofProblem (id, problem, reference_solution, split, subject, source)
+    problem: Any  # verifier.formats.ProofProblem (id, problem, reference_solution, split, subject, source)
     sample: int = 0
     round: int = 0
     condition: Condition | None = None

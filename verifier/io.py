@@ -97,7 +97,7 @@ def load_trajectories(
 
     ``on_error="raise"`` raises one DatasetError listing every bad record;
     ``"skip"`` keeps the good ones and returns the errors for reporting. A record without
-    ``problem_id`` gets ``data_pipeline.importers.problem_id_of(problem)``; the count is said once.
+    ``problem_id`` gets ``verifier.identity.problem_id_of(problem)``; the count is said once.
     """
     derived = 0
 
@@ -118,7 +118,7 @@ def note_derived_ids(path: str | os.PathLike, n: int) -> None:
     """Say once per file how many records got their problem id from the problem text."""
     if n:
         log.warning("%s: %d record(s) without problem_id: derived from the problem text "
-                    "(data_pipeline.importers.problem_id_of, the id the leak checks use)", path, n)
+                    "(verifier.identity.problem_id_of, the id the leak checks use)", path, n)
 
 
 def write_jsonl(path: str | os.PathLike, rows: Iterable[dict[str, Any] | ProofTrajectory]) -> int:

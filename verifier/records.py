@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from verifier.errors import UserError
+from verifier.identity import problem_id_of
 
 NO_STEP = -1  # "no error" in every step field (appendix C.4)
 
@@ -314,8 +315,6 @@ class ProofTrajectory:
             pid = d.get("problem_id")
             if pid is None or str(pid).strip() == "":
                 # the id every leak check uses: a hash of the normalised problem text (counted by load_trajectories)
-                from data_pipeline.importers import problem_id_of
-
                 pid = problem_id_of(problem)
             ann = d.get("annotation")
             annotation = None if ann is None else Annotation.from_dict(ann, rid, n_steps=len(steps))
