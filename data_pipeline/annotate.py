@@ -31,21 +31,17 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
+from data_pipeline.ingest import IngestConfig, load_ingested
+from data_pipeline.ingest import run as ingest_run
+from data_pipeline.label_studio import REPORT_CHOICE
+from verifier.config import hydra_main
 from verifier.errors import EXIT_USER_ERROR, InputError
-from verifier.records import NO_STEP, Annotation, ProofTrajectory, RecordError
+from verifier.io import DatasetError
+from verifier.judgment import Judgment, load_judgments
+from verifier.records import NO_STEP, ProofTrajectory, Verdict
 
-REPORT_CHOICE = "Report error case"
 AUX_HEADER = ("Auxiliary verifications: model outputs shown only as references. They are NOT verified; "
               "do not trust them by default. Your label must rest on your own judgment of the proof (appendix C.1).")
-# control name -> (annotation field, Label Studio result type)
-CONTROLS = {
-    "reviewer_comment": ("reviewer_comment", "textarea"),
-    "first_fatal_error_step": ("first_fatal_error_step", "number"),
-    "recoverable_error_steps": ("recoverable_error_steps", "textarea"),
-    "remark": ("remark", "textarea"),
-    "report_error_case": ("report_error_case", "choices"),
-    "correction": ("correction", "textarea"),
-}
 
 
 @dataclass
@@ -100,10 +96,8 @@ def label_config(max_steps: int = 200) -> str:
 """
 
 
-def auxiliary(traj: ProofTrajectory, judgment: dict[str, Any] | None, max_chars: int = 3000) -> list[dict[str, str]]:
+def auxiliary(traj: ProofTrajectory, judgment: Judgment | None, max_chars: int = 3000) -> list[dict[str, str]]:
     """The C.1 auxiliary verifications of one trajectory as Label Studio paragraphs."""
-    from verifier.parser import parse_verification
-
     sel = (traj.meta or {}).get("selection") or {}
     items: list[dict[str, str]] = []
     if sel:
@@ -114,28 +108,25 @@ def auxiliary(traj: ProofTrajectory, judgment: dict[str, Any] | None, max_chars:
         items.append({"source": "verifier", "text": "no verifier passes available for this proof"})
         return items
     flagged: dict[int, int] = {}
-    for p in judgment.get("passes") or []:
-        if p.get("verdict") == "invalid" and p.get("first_error_step", NO_STEP) not in (None, NO_STEP):
-            s = int(p["first_error_step"])
-            flagged[s] = flagged.get(s, 0) + 1
+    for p in judgment.passes:
+        if p.verdict is Verdict.INVALID and p.first_error_step != NO_STEP:
+            flagged[p.first_error_step] = flagged.get(p.first_error_step, 0) + 1
     items.append({"source": "flagged steps", "text": "; ".join(
         f"step {s}: {n} pass(es)" for s, n in sorted(flagged.items())) or "no step flagged as a first fatal error"})
-    model = judgment.get("model") or "verifier"
-    for p in judgment.get("passes") or []:
-        i = p.get("index", "?")
-        if p.get("parse_status") not in (None, "ok") or p.get("verdict") is None:
-            text = f"unparseable output ({p.get('parse_status')}: {p.get('detail') or ''})"
+    model = judgment.model or "verifier"
+    for i, p in enumerate(judgment.passes):
+        if not p.ok or p.verdict is None:
+            text = f"unparseable output ({p.status.value}: {p.detail})"
         else:
-            step = p.get("first_error_step", NO_STEP)
-            rationale = parse_verification(p.get("text") or "").rationale.strip()
+            rationale = p.rationale.strip()
             if len(rationale) > max_chars:
                 rationale = rationale[:max_chars] + " [...]"
-            text = f"verdict: {p['verdict']}; first error step: {step}\n{rationale or '(no rationale)'}"
+            text = f"verdict: {p.verdict.value}; first error step: {p.first_error_step}\n{rationale or '(no rationale)'}"
         items.append({"source": f"{model}, pass {i}", "text": text})
     return items
 
 
-def task_for(traj: ProofTrajectory, judgment: dict[str, Any] | None, max_chars: int = 3000) -> dict[str, Any]:
+def task_for(traj: ProofTrajectory, judgment: Judgment | None, max_chars: int = 3000) -> dict[str, Any]:
     """One Label Studio task (``{"data": {...}}``) for a queued trajectory."""
     return {"data": {
         "trajectory_id": traj.id,
@@ -150,16 +141,13 @@ def task_for(traj: ProofTrajectory, judgment: dict[str, Any] | None, max_chars: 
 
 def export(cfg: AnnotateConfig) -> Path:
     """Write ``label_config.xml``, ``tasks.json`` and ``README.md`` for the queue."""
-    from data_pipeline.ingest import load_ingested
-    from verifier.io import read_jsonl
-
     if not cfg.queue or not cfg.out:
         raise InputError("annotate export: queue=PATH and out=DIR are required")
     trajs = load_ingested(cfg.queue)
     jpath = Path(cfg.judgments) if cfg.judgments else Path(cfg.queue).parent / "judgments.jsonl"
     if cfg.judgments and not jpath.exists():
         raise FileNotFoundError(f"annotate config, field 'judgments': {jpath} does not exist")
-    judgments = {str(r.get("id")): r for r in read_jsonl(jpath)} if jpath.exists() else {}
+    judgments = {j.id: j for j in load_judgments(jpath, passes_only=True)} if jpath.exists() else {}
     too_long = [t.id for t in trajs if len(t.proof_steps) > cfg.max_steps + 1]
     if too_long:
         raise InputError(f"record {too_long[0]!r}, field 'proof_steps': more than max_steps={cfg.max_steps} steps; "
@@ -184,71 +172,8 @@ def export(cfg: AnnotateConfig) -> Path:
     return out
 
 
-# ------------------------------------------------------------------------------------------ import
-
-
-def is_label_studio_export(data: Any) -> bool:
-    """A Label Studio JSON export: a list of tasks with ``data`` and ``annotations``."""
-    return (isinstance(data, list) and bool(data) and isinstance(data[0], dict)
-            and "data" in data[0] and "annotations" in data[0])
-
-
-def _value(item: dict[str, Any], kind: str, rid: str, name: str) -> Any:
-    value = item.get("value") or {}
-    if kind == "textarea":
-        text = value.get("text", [])
-        if isinstance(text, str):
-            text = [text]
-        if not isinstance(text, list) or not all(isinstance(t, str) for t in text):
-            raise RecordError(rid, f"annotation.{name}", f"expected text, got {value!r}")
-        return "\n".join(text)
-    if kind == "number":
-        return value.get("number")
-    return value.get("choices", [])
-
-
-def task_to_record(task: dict[str, Any], line: int | None = None) -> dict[str, Any]:
-    """One exported task -> our trajectory record (annotation nested); C.5 checked, errors name the task."""
-    tid = task.get("id")
-    data = task.get("data") or {}
-    traj = data.get("trajectory")
-    rid = f"{data.get('trajectory_id', '?')} (Label Studio task {tid})"
-    if not isinstance(traj, dict):
-        raise RecordError(rid, "data.trajectory", "missing: not a task written by data_pipeline.annotate export", line)
-    anns = [a for a in task.get("annotations") or [] if not a.get("was_cancelled")]
-    if not anns:
-        why = "skipped by the annotator" if task.get("annotations") else "no submitted annotation"
-        raise RecordError(rid, "annotations", why, line)
-    ann = max(anns, key=lambda a: (str(a.get("updated_at") or a.get("created_at") or ""), a.get("id") or 0))
-    fields: dict[str, Any] = {}
-    for item in ann.get("result") or []:
-        name = item.get("from_name")
-        if name not in CONTROLS:
-            raise RecordError(rid, f"result.{name}", "unknown control (not in our labeling config)", line)
-        field_name, kind = CONTROLS[name]
-        v = _value(item, kind, rid, field_name)
-        fields[field_name] = (REPORT_CHOICE in v) if name == "report_error_case" else v
-    fields["report_error_case"] = bool(fields.get("report_error_case", False))
-    n_steps = len(traj.get("proof_steps") or [])
-    try:
-        if fields.get("first_fatal_error_step") is None:
-            if not fields["report_error_case"]:
-                raise RecordError(rid, "annotation.first_fatal_error_step",
-                                  "missing (enter -1 when the proof has no fatal error)")
-            fields["first_fatal_error_step"] = NO_STEP
-        a = Annotation.from_dict(fields, rid, n_steps=n_steps)
-    except RecordError as e:
-        raise RecordError(rid, e.field, e.message, line) from None
-    meta = dict(traj.get("meta") or {})
-    meta["label_studio"] = {"task_id": tid, "annotation_id": ann.get("id"), "completed_by": ann.get("completed_by"),
-                            "annotations": len(anns), "updated_at": ann.get("updated_at")}
-    return {**traj, "annotation": a.to_dict(), "meta": meta}
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m data_pipeline.annotate export queue=PATH out=DIR`` | ``... import input=EXPORT.json out=DIR``."""
-    from verifier.config import hydra_main
-
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] not in ("export", "import"):
         print("usage: python -m data_pipeline.annotate export queue=PATH out=DIR [judgments=J.jsonl]\n"
@@ -264,10 +189,6 @@ def main(argv: Sequence[str] | None = None) -> None:
             n = len(json.loads((out / "tasks.json").read_text(encoding="utf-8")))
             print(f"annotate export: {n} tasks; Label Studio config {out / 'label_config.xml'}, tasks {out / 'tasks.json'}")
             return
-        from data_pipeline.ingest import IngestConfig
-        from data_pipeline.ingest import run as ingest_run
-        from verifier.io import DatasetError
-
         icfg = IngestConfig(input=cfg.input, out=cfg.out, on_error=cfg.on_error, name=cfg.name, progress=cfg.progress)
         try:
             r = ingest_run(icfg)

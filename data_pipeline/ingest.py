@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from data_pipeline.label_studio import is_label_studio_export, task_to_record
 from verifier.errors import EXIT_USER_ERROR, InputError
 from verifier.io import DatasetError, iter_jsonl, write_jsonl
 from verifier.records import Annotation, ProofTrajectory, RecordError
@@ -218,8 +219,6 @@ def iter_rows(path: Path) -> Iterator[tuple[int, Any, bool]]:
         if not isinstance(data, list):
             yield 1, RecordError(None, "<json>", "expected a JSON array of records", 1), False
             return
-        from data_pipeline.annotate import is_label_studio_export, task_to_record
-
         if is_label_studio_export(data):  # Label Studio JSON export of data_pipeline.annotate tasks
             for i, task in enumerate(data, 1):
                 try:

@@ -20,8 +20,8 @@ from data_pipeline.annotate import (
     AnnotateConfig,
     export,
     label_config,
-    task_to_record,
 )
+from data_pipeline.label_studio import task_to_record
 from data_pipeline.ingest import IngestConfig, ingest
 from data_pipeline.synthetic import generate_synthetic
 from verifier.io import write_jsonl

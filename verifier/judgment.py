@@ -19,12 +19,14 @@ row is one ``RecordError`` naming the record, the field and the line.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from verifier.aggregate import Aggregate
 from verifier.engine import Completion
+from verifier.io import iter_jsonl
 from verifier.parser import parse_verification
 from verifier.records import NO_STEP, MetaGrade, ParseStatus, RecordError, Verdict, VerificationOutput, parse_step
 
@@ -133,9 +135,11 @@ class Judgment:
         return row
 
     @classmethod
-    def from_row(cls, row: Any, line: int | None = None, n_steps: int | None = None) -> "Judgment":
+    def from_row(cls, row: Any, line: int | None = None, n_steps: int | None = None,
+                 passes_only: bool = False) -> "Judgment":
         """Validate and read one row (also older and smaller rows: module docstring); errors name the
         record, the field and ``line``. ``n_steps``: the proof's step count, for passes parsed from text.
+        ``passes_only``: the row may lack the aggregate (selection reads only the passes; verdict None).
 
         >>> from verifier.aggregate import AggregationPolicy, aggregate
         >>> from verifier.parser import format_verification as f
@@ -156,17 +160,17 @@ class Judgment:
             raise RecordError(None, "id", "missing", line)
         rid = str(rid)
         try:
-            return cls._read(rid, row, n_steps)
+            return cls._read(rid, row, n_steps, passes_only)
         except RecordError as e:
             if e.line is None and line is not None:
                 raise RecordError(e.record_id, e.field, e.message, line) from None
             raise
 
     @classmethod
-    def _read(cls, rid: str, row: Mapping[str, Any], n_steps: int | None) -> "Judgment":
-        if "verdict" not in row:
+    def _read(cls, rid: str, row: Mapping[str, Any], n_steps: int | None, passes_only: bool) -> "Judgment":
+        if "verdict" not in row and not passes_only:
             raise RecordError(rid, "verdict", "missing (use null for an unparseable output)")
-        verdict = None if row["verdict"] is None else Verdict.parse(row["verdict"], rid)
+        verdict = None if row.get("verdict") is None else Verdict.parse(row["verdict"], rid)
         step = parse_step(row.get("first_error_step", NO_STEP), rid, "first_error_step")
         raw = row.get("passes") or []
         if not isinstance(raw, list):
@@ -202,6 +206,16 @@ class Judgment:
             pass_grades=grades if any(g is not None for g in grades) else [],
             columns={k: v for k, v in row.items() if k not in ROW_FIELDS},
         )
+
+
+def load_judgments(path: str | os.PathLike, passes_only: bool = False) -> list[Judgment]:
+    """The judgment records of a judgments JSONL, in file order; a bad line is one ``RecordError`` (line, field)."""
+    out = []
+    for line, row in iter_jsonl(path):
+        if isinstance(row, RecordError):  # a line that is not JSON
+            raise row
+        out.append(Judgment.from_row(row, line, passes_only=passes_only))
+    return out
 
 
 ROW_FIELDS = frozenset({"id", "verdict", "first_error_step", "accept_fraction", "status", "policy", "n", "n_passes",
