@@ -19,34 +19,17 @@ problem text), shared across sets; OPC's own id is kept in ``meta["source_proble
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from verifier.io import LoadResult, iter_jsonl, load_trajectories, note_derived_ids
-from verifier.records import NO_STEP, Annotation, ProofTrajectory, RecordError
+from verifier.records import NO_STEP, Annotation, ProofTrajectory, RecordError, problem_id_of
 
 SHARED_DATA = Path(os.environ.get("VERIFIER_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
-
-
-def problem_id_of(problem: str) -> str:
-    """The problem identity of imported records: a hash of the normalised problem text.
-
-    Records of ProcessBench and OPC that share a problem (after Unicode NFKC and whitespace
-    collapsing) share this id, so held-out splits (``data_pipeline.splits``) keep a problem
-    on one side and the bootstrap (``eval.stats``) clusters by problem (gsm8k: 400 proofs,
-    375 problems).
-
-    >>> problem_id_of("Find  x. ") == problem_id_of("Find x.") != problem_id_of("Find y.")
-    True
-    """
-    norm = " ".join(unicodedata.normalize("NFKC", problem).split())
-    return "prob-" + hashlib.sha256(norm.encode("utf-8")).hexdigest()[:16]
 
 
 def load_processbench(path: str | os.PathLike) -> list[ProofTrajectory]:
