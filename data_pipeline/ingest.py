@@ -35,8 +35,10 @@ from typing import Any, Iterator
 
 from data_pipeline.label_studio import is_label_studio_export, task_to_record
 from verifier.errors import EXIT_USER_ERROR, InputError
-from verifier.io import DatasetError, iter_jsonl, write_jsonl
+from verifier.config import hydra_main
+from verifier.io import DatasetError, iter_jsonl, load_trajectories, write_jsonl
 from verifier.records import Annotation, ProofTrajectory, RecordError
+from verifier.templates import split_proof_steps
 
 TRAJECTORY_FIELDS = tuple(f.name for f in dataclasses.fields(ProofTrajectory))
 ANNOTATION_FIELDS = tuple(f.name for f in dataclasses.fields(Annotation))
@@ -143,8 +145,6 @@ def normalize_row(raw: dict[str, Any], line: int | None, from_csv: bool, extra_p
             if row.get(name) == "":
                 row[name] = None
     if row.get("proof_steps") in (None, "") and isinstance(row.get("proof"), str) and row["proof"].strip():
-        from verifier.templates import split_proof_steps
-
         row["proof_steps"] = split_proof_steps(row["proof"])
     row.pop("proof", None)
     flat = {k: row.pop(k) for k in list(row) if k in ANNOTATION_FIELDS}
@@ -348,8 +348,6 @@ def load_ingested(path: str | os.PathLike) -> list[ProofTrajectory]:
     if p.is_dir() and (p / "trajectories.jsonl").exists():
         p = p / "trajectories.jsonl"
     if p.suffix == ".jsonl":
-        from verifier.io import load_trajectories
-
         return load_trajectories(p).records
     if p.suffix == ".parquet":
         from datasets import Dataset
@@ -437,8 +435,6 @@ def run(cfg: IngestConfig) -> IngestResult:
 def main() -> None:
     """Hydra app: ``python -m data_pipeline.ingest input=PATH out=DIR``."""
     import sys
-
-    from verifier.config import hydra_main
 
     @hydra_main("ingest", IngestConfig)
     def _run(cfg: IngestConfig) -> None:

@@ -35,6 +35,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from data_pipeline.ingest import load_ingested
+from verifier.config import hydra_main
 from verifier.engine import EndpointConfig, OpenAIEngine
 from verifier.errors import InputError
 from verifier.io import write_jsonl
@@ -263,8 +265,6 @@ def judge_rows(trajs: Sequence[ProofTrajectory], cfg: SelectConfig, out: Path) -
 
 
 def load_candidates(path: str | os.PathLike) -> list[ProofTrajectory]:
-    from data_pipeline.ingest import load_ingested
-
     return load_ingested(path)
 
 
@@ -343,8 +343,6 @@ def run(cfg: SelectConfig) -> pd.DataFrame:
 
 def main() -> None:
     """Hydra app: ``python -m data_pipeline.selection trajectories=... judgments=... out=DIR budget=K``."""
-    from verifier.config import hydra_main
-
     @hydra_main("select", SelectConfig)
     def _run(cfg: SelectConfig) -> None:
         df = run(cfg)
