@@ -3,7 +3,7 @@
 In one process tree, on the same tiny model and the same ProcessBench prompts with n=8:
 
 (a) raw ``vllm.LLM`` offline generation of the same requests (token ids, ``SamplingParams(n=8, seed)``);
-(b) our client: ``verifier.judging.judge_trajectories`` + ``OpenAIEngine`` on our served endpoint
+(b) our client: ``verifier.runner.judge_trajectories`` + ``OpenAIEngine`` on our served endpoint
     (``verifier.serve.VLLMServer``, the same engine options as (a));
 (c) a naive client: one request per pass (n=1), one at a time (on a subset; a rate is a rate);
 (d) full 8-pass against early-stop pessimism (waves 1,1,2,4) on a mixed set: guided decoding
@@ -102,7 +102,8 @@ def tree_cpus(pid: int) -> set[str]:
 def main() -> None:
     args = parse_args()
     from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, base_seed
-    from verifier.judging import JudgeConfig, judge_trajectories, synthetic_verdict_regex
+    from verifier.judging import JudgeConfig, synthetic_verdict_regex
+    from verifier.runner import judge_trajectories
     from verifier.offline import OfflineConfig, VLLMOfflineEngine
     from verifier.serve import ServeConfig, VLLMServer
     from verifier.templates import as_messages, verification_prompt

@@ -33,10 +33,12 @@ from xml.sax.saxutils import quoteattr
 
 from data_pipeline.ingest import IngestConfig
 from data_pipeline.ingest import run as ingest_run
+from verifier.config import hydra_main
 from verifier.errors import EXIT_USER_ERROR, InputError
 from verifier.formats import REPORT_CHOICE, load_any
-from verifier.io import DatasetError, read_jsonl
-from verifier.records import NO_STEP, ProofTrajectory
+from verifier.io import DatasetError
+from verifier.judgment import Judgment, load_judgments
+from verifier.records import NO_STEP, ProofTrajectory, Verdict
 
 AUX_HEADER = ("Auxiliary verifications: model outputs shown only as references. They are NOT verified; "
               "do not trust them by default. Your label must rest on your own judgment of the proof (appendix C.1).")
@@ -93,10 +95,8 @@ def label_config(max_steps: int = 200) -> str:
 """
 
 
-def auxiliary(traj: ProofTrajectory, judgment: dict[str, Any] | None, max_chars: int = 3000) -> list[dict[str, str]]:
+def auxiliary(traj: ProofTrajectory, judgment: Judgment | None, max_chars: int = 3000) -> list[dict[str, str]]:
     """The C.1 auxiliary verifications of one trajectory as Label Studio paragraphs."""
-    from verifier.parser import parse_verification
-
     sel = (traj.meta or {}).get("selection") or {}
     items: list[dict[str, str]] = []
     if sel:
@@ -107,28 +107,25 @@ def auxiliary(traj: ProofTrajectory, judgment: dict[str, Any] | None, max_chars:
         items.append({"source": "verifier", "text": "no verifier passes available for this proof"})
         return items
     flagged: dict[int, int] = {}
-    for p in judgment.get("passes") or []:
-        if p.get("verdict") == "invalid" and p.get("first_error_step", NO_STEP) not in (None, NO_STEP):
-            s = int(p["first_error_step"])
-            flagged[s] = flagged.get(s, 0) + 1
+    for p in judgment.passes:
+        if p.verdict is Verdict.INVALID and p.first_error_step != NO_STEP:
+            flagged[p.first_error_step] = flagged.get(p.first_error_step, 0) + 1
     items.append({"source": "flagged steps", "text": "; ".join(
         f"step {s}: {n} pass(es)" for s, n in sorted(flagged.items())) or "no step flagged as a first fatal error"})
-    model = judgment.get("model") or "verifier"
-    for p in judgment.get("passes") or []:
-        i = p.get("index", "?")
-        if p.get("parse_status") not in (None, "ok") or p.get("verdict") is None:
-            text = f"unparseable output ({p.get('parse_status')}: {p.get('detail') or ''})"
+    model = judgment.model or "verifier"
+    for i, p in enumerate(judgment.passes):
+        if not p.ok or p.verdict is None:
+            text = f"unparseable output ({p.status.value}: {p.detail})"
         else:
-            step = p.get("first_error_step", NO_STEP)
-            rationale = parse_verification(p.get("text") or "").rationale.strip()
+            rationale = p.rationale.strip()
             if len(rationale) > max_chars:
                 rationale = rationale[:max_chars] + " [...]"
-            text = f"verdict: {p['verdict']}; first error step: {step}\n{rationale or '(no rationale)'}"
+            text = f"verdict: {p.verdict.value}; first error step: {p.first_error_step}\n{rationale or '(no rationale)'}"
         items.append({"source": f"{model}, pass {i}", "text": text})
     return items
 
 
-def task_for(traj: ProofTrajectory, judgment: dict[str, Any] | None, max_chars: int = 3000) -> dict[str, Any]:
+def task_for(traj: ProofTrajectory, judgment: Judgment | None, max_chars: int = 3000) -> dict[str, Any]:
     """One Label Studio task (``{"data": {...}}``) for a queued trajectory."""
     return {"data": {
         "trajectory_id": traj.id,
@@ -149,7 +146,7 @@ def export(cfg: AnnotateConfig) -> Path:
     jpath = Path(cfg.judgments) if cfg.judgments else Path(cfg.queue).parent / "judgments.jsonl"
     if cfg.judgments and not jpath.exists():
         raise FileNotFoundError(f"annotate config, field 'judgments': {jpath} does not exist")
-    judgments = {str(r.get("id")): r for r in read_jsonl(jpath)} if jpath.exists() else {}
+    judgments = {j.id: j for j in load_judgments(jpath, passes_only=True)} if jpath.exists() else {}
     too_long = [t.id for t in trajs if len(t.proof_steps) > cfg.max_steps + 1]
     if too_long:
         raise InputError(f"record {too_long[0]!r}, field 'proof_steps': more than max_steps={cfg.max_steps} steps; "
@@ -176,8 +173,6 @@ def export(cfg: AnnotateConfig) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m data_pipeline.annotate export queue=PATH out=DIR`` | ``... import input=EXPORT.json out=DIR``."""
-    from verifier.config import hydra_main
-
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] not in ("export", "import"):
         print("usage: python -m data_pipeline.annotate export queue=PATH out=DIR [judgments=J.jsonl]\n"

@@ -31,7 +31,8 @@ from verifier.budget import check_budget
 from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
 from verifier.errors import InputError
 from verifier.formats import load_any
-from verifier.judging import JudgeConfig, Judgment
+from verifier.judging import JudgeConfig
+from verifier.judgment import Judgment
 from verifier.outputs import holds_output
 from verifier.records import NO_STEP, Annotation, ProofTrajectory
 from verifier.templates import as_messages, repair_prompt, split_proof_steps

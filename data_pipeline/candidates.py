@@ -9,7 +9,7 @@ For each problem (``problems.jsonl`` of ``data_pipeline.curate``, or any input o
 (``split_proof_steps``). With ``rounds=r`` each version is then revised r times (a simple
 iterative revision, after Gao et al. 2025): a critic judges it — ``critic=self``: the generator
 itself with ``verifier/prompts/critique_proof.j2``; ``critic=verifier``: ``verifier.n`` passes of a
-verifier endpoint with the verification prompt — both through ``verifier.judging.judge_trajectories``,
+verifier endpoint with the verification prompt — both through ``verifier.runner.judge_trajectories``,
 and the same generator revises it from the critique (``revise_proof.j2``). With
 ``stop_when_accepted`` a version the critic accepts is not revised further.
 
@@ -99,7 +99,8 @@ def _trajectory(p: ProofProblem, g: int, model: str, sample: int, rnd: int, step
 
 def _critique(versions: list[ProofTrajectory], cfg: CandidatesConfig) -> list[dict[str, Any]]:
     """One critique per version (verdict, first error step, rationale, status) via ``judge_trajectories``."""
-    from verifier.judging import JudgeConfig, judge_trajectories
+    from verifier.judging import JudgeConfig
+    from verifier.runner import judge_trajectories
 
     out: list[dict[str, Any] | None] = [None] * len(versions)
     groups: dict[int, list[int]] = {}

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from verifier.config import hydra_main
 from verifier.errors import EXIT_USER_ERROR, InputError
 from verifier.formats import format_of, is_label_studio_export, task_to_record, to_dataset
 from verifier.io import DatasetError, iter_jsonl, write_jsonl
@@ -370,8 +371,6 @@ def run(cfg: IngestConfig) -> IngestResult:
 def main() -> None:
     """Hydra app: ``python -m data_pipeline.ingest input=PATH out=DIR``."""
     import sys
-
-    from verifier.config import hydra_main
 
     @hydra_main("ingest", IngestConfig)
     def _run(cfg: IngestConfig) -> None:

@@ -35,12 +35,16 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from verifier.engine import EndpointConfig
+from verifier.config import hydra_main
+from verifier.engine import EndpointConfig, OpenAIEngine
 from verifier.errors import InputError
 from verifier.formats import load_any
-from verifier.judging import JudgeConfig
+from verifier.io import write_jsonl
+from verifier.judging import JudgeConfig, PassCache
+from verifier.judgment import Judgment, load_judgments
 from verifier.outputs import holds_output
-from verifier.records import NO_STEP, ProofTrajectory
+from verifier.records import NO_STEP, ProofTrajectory, Verdict
+from verifier.runner import judge
 
 VALID, UNPARSEABLE, INVALID = 0, 1, 2  # outcome codes; invalid with step s -> INVALID + 1 + s (verdict_step)
 MAX_STEP_CODE = 61  # steps >= this share one outcome code
@@ -179,30 +183,25 @@ def score(verdicts: pd.DataFrame, trajectories: pd.DataFrame, cfg: SelectConfig)
 # ----------------------------------------------------------------------------------- inputs
 
 
-def _verdict_code(verdict: Any, parse_status: Any) -> int:
-    if parse_status not in (None, "ok") or verdict not in ("valid", "invalid"):
-        return -1
-    return 1 if verdict == "valid" else 0
-
-
-def verdict_rows(judgments: Iterable[dict[str, Any]], index: dict[str, int]) -> pd.DataFrame:
-    """Flatten ``eval.judge`` rows (``id``, ``passes[{index, verdict, first_error_step, parse_status}]``)."""
+def verdict_rows(judgments: Iterable[Judgment], index: dict[str, int]) -> pd.DataFrame:
+    """Flatten judgment records into one row per pass: trajectory index, verdict code (1 valid, 0 invalid,
+    -1 unparseable) and flagged step."""
     t, v, s = [], [], []
-    for row in judgments:
-        rid = str(row.get("id"))
-        if rid not in index:
-            raise InputError(f"record {rid!r}, field 'id': a judgment for a trajectory that is not in the input")
-        passes = row.get("passes")
-        if not isinstance(passes, list):
-            raise InputError(f"record {rid!r}, field 'passes': expected a list of passes")
-        i = index[rid]
-        for p in passes:
+    for j in judgments:
+        if j.id not in index:
+            raise InputError(f"record {j.id!r}, field 'id': a judgment for a trajectory that is not in the input")
+        i = index[j.id]
+        for p in j.passes:
             t.append(i)
-            v.append(_verdict_code(p.get("verdict"), p.get("parse_status")))
-            step = p.get("first_error_step")
-            s.append(NO_STEP if step is None else int(step))
+            v.append(-1 if not p.ok or p.verdict is None else int(p.verdict is Verdict.VALID))
+            s.append(p.first_error_step)
     return pd.DataFrame({"traj": np.asarray(t, np.int64), "verdict": np.asarray(v, np.int8),
                          "step": np.asarray(s, np.int64)})
+
+
+def as_judgments(rows: Iterable[Judgment | dict[str, Any]]) -> list[Judgment]:
+    """Judgment records of rows (selection reads the passes only: a row may lack the aggregate)."""
+    return [r if isinstance(r, Judgment) else Judgment.from_row(r, passes_only=True) for r in rows]
 
 
 def check_judge(cfg: SelectConfig) -> None:
@@ -213,7 +212,7 @@ def check_judge(cfg: SelectConfig) -> None:
                          "Set judge.early_stop=false")
 
 
-def check_rows(rows: Sequence[dict[str, Any]], trajs: Sequence[ProofTrajectory], cfg: SelectConfig) -> dict[str, Any]:
+def check_rows(judgments: Sequence[Judgment], trajs: Sequence[ProofTrajectory], cfg: SelectConfig) -> dict[str, Any]:
     """Refuse judgments selection cannot score honestly; returns the prompt they were judged with.
 
     * ``early_stopped`` rows (fewer than n passes because the decision was fixed) are an error;
@@ -223,33 +222,31 @@ def check_rows(rows: Sequence[dict[str, Any]], trajs: Sequence[ProofTrajectory],
     """
     by_id = {t.id: t for t in trajs}
     unrecorded = 0
-    for row in rows:
-        rid = str(row.get("id"))
-        if row.get("early_stopped"):
+    for j in judgments:
+        rid = j.id
+        if j.early_stopped:
             raise InputError(f"record {rid!r}, field 'early_stopped': an early-stopped judgment has fewer than n "
                              "passes and cannot be scored as uncertainty; re-judge with judge.early_stop=false")
-        if "template" not in row:
+        if "template" not in j.columns:
             unrecorded += 1
             continue
-        if row["template"] != cfg.judge.template:
-            raise InputError(f"record {rid!r}, field 'template': judged with {row['template']!r}, but the verifier "
-                             f"is configured with judge.template={cfg.judge.template!r}")
+        if j.columns["template"] != cfg.judge.template:
+            raise InputError(f"record {rid!r}, field 'template': judged with {j.columns['template']!r}, but the "
+                             f"verifier is configured with judge.template={cfg.judge.template!r}")
         t = by_id.get(rid)
         want = bool(cfg.judge.with_reference and t is not None and t.reference_solution)
-        if bool(row.get("with_reference")) != want:
-            raise InputError(f"record {rid!r}, field 'with_reference': judged {'with' if row.get('with_reference') else 'without'}"
+        used = bool(j.columns.get("with_reference"))
+        if used != want:
+            raise InputError(f"record {rid!r}, field 'with_reference': judged {'with' if used else 'without'}"
                              f" the reference solution, but judge.with_reference={cfg.judge.with_reference}")
     return {"template": cfg.judge.template, "with_reference": cfg.judge.with_reference,
-            "prompts_with_reference": sum(bool(r.get("with_reference")) for r in rows),
+            "prompts_with_reference": sum(bool(j.columns.get("with_reference")) for j in judgments),
             "prompt_unrecorded": unrecorded, "n": cfg.judge.n, "early_stop": False}
 
 
-def judge_rows(trajs: Sequence[ProofTrajectory], cfg: SelectConfig, out: Path) -> list[dict[str, Any]]:
-    """n passes per trajectory on the engine with the one runner: ``out/judgments.jsonl`` (resumable)."""
-    from verifier.engine import OpenAIEngine
-    from verifier.judging import PassCache
-    from verifier.runner import judge
-
+def judge_rows(trajs: Sequence[ProofTrajectory], cfg: SelectConfig, out: Path) -> list[Judgment]:
+    """n passes per trajectory on the engine with the one runner: ``out/judgments.jsonl`` (resumable);
+    the judgment records in memory, in input order."""
     check_judge(cfg)
     path = out / "judgments.jsonl"
     cache = PassCache(cfg.cache) if cfg.cache else None
@@ -263,20 +260,22 @@ def judge_rows(trajs: Sequence[ProofTrajectory], cfg: SelectConfig, out: Path) -
     if missing:
         raise RuntimeError(f"{len(missing)} trajectories have no complete judgment (requests failed), e.g. "
                            f"{missing[0]!r}; re-run to finish (done ones are kept in {path})")
-    return res.ordered_rows(trajs)
+    judged = res.judged()
+    return [judged[t.id] for t in trajs]
 
 
 def load_candidates(path: str | os.PathLike) -> list[ProofTrajectory]:
     return load_any(path).records
 
 
-def select(trajs: Sequence[ProofTrajectory], judgments: Iterable[dict[str, Any]], cfg: SelectConfig) -> pd.DataFrame:
-    """Score and select ``trajs`` from their ``eval.judge`` rows."""
+def select(trajs: Sequence[ProofTrajectory], judgments: Iterable[Judgment | dict[str, Any]],
+           cfg: SelectConfig) -> pd.DataFrame:
+    """Score and select ``trajs`` from their judgment records (or rows: ``as_judgments``)."""
     index = {t.id: i for i, t in enumerate(trajs)}
     if len(index) != len(trajs):
         raise InputError("duplicate trajectory ids in the input")
     table = pd.DataFrame({"id": [t.id for t in trajs], "problem_id": [t.problem_id for t in trajs]})
-    return score(verdict_rows(judgments, index), table, cfg)
+    return score(verdict_rows(as_judgments(judgments), index), table, cfg)
 
 
 def summary(df: pd.DataFrame, cfg: SelectConfig, judge_info: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -316,17 +315,15 @@ def plot_entropy(df: pd.DataFrame, path: Path) -> None:
 @holds_output()
 def run(cfg: SelectConfig) -> pd.DataFrame:
     """Load, judge or read judgments, score, select; write queue, scores, summary (and a plot)."""
-    from verifier.io import read_jsonl, write_jsonl
-
     if not cfg.trajectories or not cfg.out:
         raise InputError("select config: trajectories=PATH and out=DIR are required")
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     check_judge(cfg)
     trajs = load_candidates(cfg.trajectories)
-    rows = read_jsonl(cfg.judgments) if cfg.judgments else judge_rows(trajs, cfg, out)
-    judge_info = {"source": cfg.judgments or str(out / "judgments.jsonl"), **check_rows(rows, trajs, cfg)}
-    df = select(trajs, rows, cfg)
+    judgments = load_judgments(cfg.judgments, passes_only=True) if cfg.judgments else judge_rows(trajs, cfg, out)
+    judge_info = {"source": cfg.judgments or str(out / "judgments.jsonl"), **check_rows(judgments, trajs, cfg)}
+    df = select(trajs, judgments, cfg)
     df.to_parquet(out / "scores.parquet", index=False)
     by_id = {t.id: t for t in trajs}
     sel = df[df["status"] == "selected"].sort_values("rank")
@@ -346,8 +343,6 @@ def run(cfg: SelectConfig) -> pd.DataFrame:
 
 def main() -> None:
     """Hydra app: ``python -m data_pipeline.selection trajectories=... judgments=... out=DIR budget=K``."""
-    from verifier.config import hydra_main
-
     @hydra_main("select", SelectConfig)
     def _run(cfg: SelectConfig) -> None:
         df = run(cfg)

@@ -31,6 +31,7 @@ from typing import Any
 
 from verifier.errors import InputError
 from verifier.formats import load_gold
+from verifier.judgment import ROW_FIELDS, Judgment
 from verifier.records import NO_STEP, MetaGrade, ProofTrajectory, RecordError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -166,121 +167,31 @@ class JudgmentView:
         return [p.index for p in self.passes if p.ok and p.verdict == "invalid" and p.first_error_step == step]
 
 
-def _opt_str(v: Any, rid: str, fld: str) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, str):
-        return v
-    raise RecordError(rid, fld, f"expected a string, got {type(v).__name__}")
-
-
-def _verdict(v: Any, rid: str, fld: str) -> str | None:
-    if v is None:
-        return None
-    if isinstance(v, str) and v.strip().lower() in ("valid", "invalid"):
-        return v.strip().lower()
-    raise RecordError(rid, fld, f"expected valid, invalid or null, got {v!r}")
-
-
-def _step(v: Any, rid: str, fld: str) -> int:
-    if v is None:
-        return NO_STEP
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or v < NO_STEP:
-        if isinstance(v, str) and re.fullmatch(r"-?\d+", v.strip()) and int(v) >= NO_STEP:
-            return int(v)
-        raise RecordError(rid, fld, f"expected a step index (-1 = none), got {v!r}")
-    return int(v)
-
-
-def _grade(obj: dict[str, Any], rid: str, prefix: str) -> tuple[str | None, str]:
-    """(grade, comment) from ``meta_grade`` + ``meta_rationale``/``meta_comment``, or a ``meta`` object."""
-    grade = obj.get("meta_grade")
-    comment = obj.get("meta_rationale", obj.get("meta_comment"))
-    gfield = f"{prefix}meta_grade"
-    meta = obj.get("meta")
-    if isinstance(meta, dict):
-        if grade is None:
-            grade = meta.get("grade", meta.get("meta_grade"))
-            gfield = f"{prefix}meta.grade"
-        if comment is None:
-            comment = meta.get("rationale", meta.get("comment"))
-    g = None if grade in (None, "") else MetaGrade.parse(grade, rid, gfield).value
-    return g, _opt_str(comment, rid, f"{prefix}meta_rationale")
-
-
-def _pass(p: Any, i: int, rid: str, n_steps: int) -> PassView:
-    from verifier.parser import parse_verification
-
-    pre = f"passes[{i}]."
-    if not isinstance(p, dict):
-        raise RecordError(rid, f"passes[{i}]", f"expected an object, got {type(p).__name__}")
-    text = _opt_str(p.get("text"), rid, pre + "text")
-    parsed = parse_verification(text, n_steps=n_steps) if text else None
-    if "rationale" in p and p["rationale"] is not None:
-        rationale = _opt_str(p["rationale"], rid, pre + "rationale")
-    else:
-        rationale = parsed.rationale if parsed is not None else ""
-    status = p.get("parse_status")
-    if status is None:
-        status = parsed.status.value if parsed is not None else "empty"
-    elif not isinstance(status, str):
-        raise RecordError(rid, pre + "parse_status", f"expected a string, got {type(status).__name__}")
-    if "verdict" in p:
-        verdict = _verdict(p["verdict"], rid, pre + "verdict")
-    else:
-        verdict = None if parsed is None or parsed.verdict is None else parsed.verdict.value
-    if "first_error_step" in p:
-        step = _step(p["first_error_step"], rid, pre + "first_error_step")
-    else:
-        step = parsed.first_error_step if parsed is not None else NO_STEP
-    detail = _opt_str(p.get("detail"), rid, pre + "detail") or (parsed.detail if parsed is not None else "")
-    index = p.get("index", i)
-    if isinstance(index, bool) or not isinstance(index, int):
-        raise RecordError(rid, pre + "index", f"expected an integer, got {index!r}")
-    grade, comment = _grade(p, rid, pre)
-    seed, toks = p.get("seed"), p.get("completion_tokens")
-    return PassView(index, verdict, step, status, detail, rationale, text, grade, comment,
-                    seed if isinstance(seed, int) else None, toks if isinstance(toks, int) else None)
+SHOWN = ROW_FIELDS - {"status", "policy", "n", "n_passes", "n_accept", "n_reject", "n_unparseable", "early_stopped",
+                      "model", "meta_detail"}  # the rest of a row is listed under "Other judgment fields"
 
 
 def judgment_view(row: Any, traj: ProofTrajectory | None, line: int | None = None) -> JudgmentView:
-    """Validate one judgment row against its trajectory; errors name the record and the field."""
+    """Read one judgment row (``verifier.judgment.Judgment.from_row``) and join it with its trajectory;
+    errors name the record and the field."""
     if not isinstance(row, dict):
         raise RecordError(None, "<record>", f"expected a JSON object, got {type(row).__name__}", line)
     rid = row.get("id")
-    try:
-        if rid is None or str(rid).strip() == "":
-            raise RecordError(None, "id", "missing")
-        rid = str(rid)
-        if traj is None:
-            raise RecordError(rid, "id", "not in the gold file")
-        if "verdict" not in row:
-            raise RecordError(rid, "verdict", "missing")
-        verdict = _verdict(row["verdict"], rid, "verdict")
-        step = _step(row.get("first_error_step"), rid, "first_error_step")
-        passes_raw = row.get("passes") or []
-        if not isinstance(passes_raw, list):
-            raise RecordError(rid, "passes", f"expected a list, got {type(passes_raw).__name__}")
-        passes = [_pass(p, i, rid, len(traj.proof_steps)) for i, p in enumerate(passes_raw)]
-        af = row.get("accept_fraction")
-        if af is None and passes:
-            af = sum(1 for p in passes if p.ok and p.verdict == "valid") / len(passes)
-        elif af is not None and (isinstance(af, bool) or not isinstance(af, (int, float)) or not 0 <= af <= 1):
-            raise RecordError(rid, "accept_fraction", f"expected a number in [0, 1], got {af!r}")
-        grade, comment = _grade(row, rid, "")
-        meta_pass = row.get("meta_pass")
-        if meta_pass is not None and (isinstance(meta_pass, bool) or not isinstance(meta_pass, int)):
-            raise RecordError(rid, "meta_pass", f"expected a pass index, got {meta_pass!r}")
-        meta_status = _opt_str(row.get("meta_status"), rid, "meta_status")
-        known = {"id", "verdict", "first_error_step", "accept_fraction", "passes", "meta_grade",
-                 "meta_rationale", "meta_comment", "meta", "meta_pass", "meta_status"}
-        extra = {k: v for k, v in row.items() if k not in known}
-        return JudgmentView(traj, verdict, step, None if af is None else float(af), passes, grade, comment, extra,
-                            meta_pass, meta_status)
-    except RecordError as e:
-        if e.line is None and line is not None:
-            raise RecordError(e.record_id, e.field, e.message, line) from None
-        raise
+    if rid is None or str(rid).strip() == "":
+        raise RecordError(None, "id", "missing", line)
+    if traj is None:
+        raise RecordError(str(rid), "id", "not in the gold file", line)
+    j = Judgment.from_row(row, line, n_steps=len(traj.proof_steps))
+    passes = []
+    for i, p in enumerate(j.passes):
+        g = j.pass_grades[i] if i < len(j.pass_grades) else None
+        passes.append(PassView(i, None if p.verdict is None else p.verdict.value, p.first_error_step, p.status.value,
+                               p.detail, p.rationale, p.raw_text,
+                               None if g is None or g.grade is None else g.grade.value, "" if g is None else g.rationale,
+                               j.seeds[i], j.completion_tokens[i]))
+    return JudgmentView(traj, None if j.verdict is None else j.verdict.value, j.first_error_step, j.accept_fraction,
+                        passes, None if j.meta_grade is None else j.meta_grade.value, j.meta_rationale,
+                        {k: v for k, v in row.items() if k not in SHOWN}, j.meta_pass, j.meta_status)
 
 
 def join(

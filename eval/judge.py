@@ -5,7 +5,7 @@ endpoint.model=NAME judge.n=8 judge.policy=pessimistic judge.early_stop=false``
 
 * ``input``: our trajectory JSONL, a ProcessBench split (``.json``) or the OPC parquet
   (``verifier.formats.load_any``); ``on_error=skip`` skips bad JSONL records (counted, reported).
-* ``output``: JSONL, one line per trajectory (``verifier.judging.judgment_to_row``), appended and
+* ``output``: JSONL, one line per trajectory (``verifier.judgment.Judgment.to_row``), appended and
   fsynced as each judgment completes (``verifier.runner.judge``, the one judging runner). Re-running the same command resumes: ids already in the
   output are skipped, passes already generated come from the pass cache (``cache``, default
   ``<output>.cache.sqlite``), so nothing is judged twice and no line is duplicated.
@@ -29,7 +29,8 @@ from typing import Any
 from verifier.engine import EndpointConfig, OpenAIEngine
 from verifier.errors import InputError
 from verifier.formats import load_any
-from verifier.judging import JudgeConfig, Judgment, PassCache
+from verifier.judging import JudgeConfig, PassCache
+from verifier.judgment import Judgment
 from verifier.outputs import holds_output
 from verifier.runner import done_ids, judge
 

@@ -32,6 +32,7 @@ import numpy as np
 from eval.stats import BootstrapSpec, bootstrap_sums, cluster_bootstrap, harmonic, percentile_ci, safe_ratio
 from eval.stats import flip_rate as _stats_flip_rate
 from verifier.aggregate import AggregationPolicy, aggregate
+from verifier.judgment import Judgment
 from verifier.records import (
     NO_STEP,
     MetaGrade,
@@ -40,7 +41,6 @@ from verifier.records import (
     RecordError,
     Verdict,
     VerificationOutput,
-    parse_step,
 )
 
 # --------------------------------------------------------------------------- inputs
@@ -98,7 +98,8 @@ class Prediction:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], line: int | None = None) -> "Prediction":
-        """Validate one prediction row; errors name the record id and the field.
+        """Validate one prediction row (the judgment record's row, ``verifier.judgment``); errors name the
+        record id and the field.
 
         >>> Prediction.from_dict({"id": "a", "verdict": "invalid", "first_error_step": 2, "meta_grade": "basic_match"})
         Prediction(id='a', verdict=<Verdict.INVALID: 'invalid'>, first_error_step=2, meta_grade=<MetaGrade.BASIC_MATCH: 'BASIC_MATCH'>, passes=(), has_meta=True)
@@ -107,43 +108,13 @@ class Prediction:
         ...
         verifier.records.RecordError: record 'a', field 'verdict': unknown verdict 'yes' (expected valid or invalid)
         """
-        if not isinstance(d, Mapping):
-            raise RecordError(None, "<record>", f"expected a JSON object, got {type(d).__name__}", line)
-        rid = d.get("id")
-        if rid is None or str(rid).strip() == "":
-            raise RecordError(None, "id", "missing", line)
-        rid = str(rid)
-        try:
-            if "verdict" not in d:
-                raise RecordError(rid, "verdict", "missing (use null for an unparseable output)")
-            v = d["verdict"]
-            verdict = None if v is None else Verdict.parse(v, rid)
-            step = parse_step(d.get("first_error_step", NO_STEP), rid, "first_error_step")
-            g = d.get("meta_grade")
-            grade = None if g is None else MetaGrade.parse(g, rid)
-            passes = []
-            raw = d.get("passes") or []
-            if not isinstance(raw, list):
-                raise RecordError(rid, "passes", "expected a list")
-            for i, p in enumerate(raw):
-                if not isinstance(p, Mapping):
-                    raise RecordError(rid, f"passes[{i}]", "expected an object")
-                f = f"passes[{i}]"
-                try:
-                    status = ParseStatus(p.get("parse_status", "ok"))
-                except ValueError:
-                    raise RecordError(rid, f"{f}.parse_status", f"unknown status {p.get('parse_status')!r}") from None
-                pv = p.get("verdict")
-                passes.append(PassResult(
-                    index=int(p.get("index", i)),
-                    verdict=None if pv is None else Verdict.parse(pv, rid, f"{f}.verdict"),
-                    first_error_step=parse_step(p.get("first_error_step", NO_STEP), rid, f"{f}.first_error_step"),
-                    parse_status=status if (pv is not None or not status.ok) else ParseStatus.MISSING_FIELD,
-                ))
-            passes.sort(key=lambda p: p.index)
-        except RecordError as e:
-            raise RecordError(e.record_id, e.field, e.message, line) if line is not None else e from None
-        return cls(rid, verdict, step, grade, tuple(passes), has_meta="meta_grade" in d)
+        return cls.from_judgment(Judgment.from_row(d, line))
+
+    @classmethod
+    def from_judgment(cls, j: Judgment) -> "Prediction":
+        """What scoring reads of a judgment record (in memory: the runner's results)."""
+        passes = tuple(PassResult(i, p.verdict, p.first_error_step, p.status) for i, p in enumerate(j.passes))
+        return cls(j.id, j.verdict, j.first_error_step, j.meta_grade, passes, has_meta=j.has_meta)
 
 
 # --------------------------------------------------------------------------- core counts

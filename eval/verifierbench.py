@@ -18,7 +18,7 @@ endpoint: how ``training/grpo.py`` evaluates its saved ``DIR/final`` on the held
    meta grade) as each judgment completes: a killed run resumes where it stopped (finished
    ids are skipped; passes come back from ``DIR/pass_cache.sqlite``) and re-grades the rows
    whose meta grade is null; ``run.meta_failed`` in ``metrics.json`` counts grades still null.
-4. ``eval.score`` on that file: ``DIR/metrics.json``, ``DIR/report.md``, plots, W&B
+4. Scoring (``eval.metrics``, as ``eval.score`` does) on the runner's results in memory: ``DIR/metrics.json``, ``DIR/report.md``, plots, W&B
    (``verifier.results``). ``grade_every_pass=true`` also meta-grades every pass: ``per_pass``
    (each pass scored as its own verdict), ``mean_reward`` (the GRPO meta reward per pass,
    unparseable = 0), ``per_record_reward`` and ``parse_failure_rate`` in metrics.json.
@@ -32,13 +32,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from eval.metrics import ScoreOptions
+from eval.browse import write_browser
+from eval.metrics import Prediction, ScoreOptions, align_ids, score_predictions
+from eval.score import ScoreConfig, flatten, options
+from verifier.config import hydra_main
 from verifier.engine import EndpointConfig, Engine, OpenAIEngine, SamplingConfig
 from verifier.errors import InputError
 from verifier.formats import load_any
-from verifier.io import read_jsonl
-from verifier.judging import JudgeConfig
-from verifier.offline import OfflineConfig
+from verifier.judging import JudgeConfig, PassCache
+from verifier.judgment import Judgment
+from verifier.meta_verifier import LLMMetaVerifier, RuleMetaVerifier
+from verifier.offline import OfflineConfig, VLLMOfflineEngine
 from verifier.outputs import holds_output
 from verifier.records import (
     NO_STEP,
@@ -51,6 +55,7 @@ from verifier.records import (
     VerificationOutput,
 )
 from verifier.results import WandbConfig, log_eval, print_table, write_metrics, write_report
+from verifier.runner import RunResult, judge
 
 
 @dataclass
@@ -96,8 +101,6 @@ def verifier_engine(cfg: VerifierBenchConfig):
     if cfg.engine == "endpoint":
         return OpenAIEngine(cfg.verifier)
     if cfg.engine == "offline":
-        from verifier.offline import VLLMOfflineEngine
-
         return VLLMOfflineEngine(cfg.offline)
     raise InputError(f"engine must be endpoint or offline, got {cfg.engine!r}")
 
@@ -120,8 +123,6 @@ def check_config(cfg: VerifierBenchConfig) -> None:
 
 def make_meta_verifier(cfg: MetaConfig):
     """The configured meta-verifier (one interface: ``grade_batch(pairs)``)."""
-    from verifier.meta_verifier import LLMMetaVerifier, RuleMetaVerifier
-
     if cfg.kind == "rule":
         return RuleMetaVerifier(near=cfg.near)
     if cfg.kind == "llm":
@@ -158,10 +159,9 @@ def meta_fields(m: MetaVerification, index: int) -> dict[str, Any]:
 
 def meta_post(meta: Any):
     """The runner's post-step: grade the representative pass of a judgment (null grade = failed, counted)."""
-    from verifier.judging import row_to_judgment
 
     async def post(t: ProofTrajectory, row: dict[str, Any]) -> dict[str, Any]:
-        j = row_to_judgment(row)
+        j = Judgment.from_row(row)  # the record the runner just wrote (or, on resume, stored): passes as written
         i = representative_pass(j.passes, j.verdict, j.first_error_step)
         out = j.passes[i] if j.passes else VerificationOutput(ParseStatus.REQUEST_FAILED)
         [g] = await meta.agrade_batch([(t, out)])
@@ -176,15 +176,13 @@ def graded(row: dict[str, Any]) -> bool:
 
 
 def judge_and_grade(records: Sequence[ProofTrajectory], cfg: VerifierBenchConfig, out: Path,
-                    engine: Engine | None = None) -> dict[str, Any]:
-    """Steps 1-3 on the one runner: ``out/judgments.jsonl`` (one row per finished trajectory); returns counts.
+                    engine: Engine | None = None) -> tuple[dict[str, Any], RunResult]:
+    """Steps 1-3 on the one runner: ``out/judgments.jsonl`` (one row per finished trajectory); returns the
+    counts and the runner's results (every record's judgment, in memory: scoring does not read the file back).
 
     A resumed run skips finished rows and re-grades the rows whose meta grade is null (their passes
     are kept, nothing is generated again); ``meta_failed`` counts the grades still null after this run.
     """
-    from verifier.judging import PassCache
-    from verifier.runner import judge
-
     own = engine is None  # built here: closed here (the offline engine holds a vLLM process and memory)
     engine = verifier_engine(cfg) if own else engine
     cache = PassCache(out / "pass_cache.sqlite") if cfg.cache else None
@@ -202,10 +200,10 @@ def judge_and_grade(records: Sequence[ProofTrajectory], cfg: VerifierBenchConfig
     return {"already_done": s["already_done"], "judged": s["judged"], "incomplete": s["failed"],
             "meta_regraded": s["post_redone"], "meta_failed": failed, "status": s["status"],
             "pass_status": s["pass_status"], "generated_passes": s["generated_passes"],
-            "cached_passes": s["cached_passes"]}
+            "cached_passes": s["cached_passes"]}, res
 
 
-def grade_passes(records: Sequence[ProofTrajectory], rows: dict[str, dict[str, Any]], cfg: VerifierBenchConfig,
+def grade_passes(records: Sequence[ProofTrajectory], judged: dict[str, Judgment], cfg: VerifierBenchConfig,
                  opts: ScoreOptions) -> dict[str, Any]:
     """Meta-grade every pass (the GRPO meta reward of section 4.3 on held-out data; unparseable = 0).
 
@@ -213,12 +211,8 @@ def grade_passes(records: Sequence[ProofTrajectory], rows: dict[str, dict[str, A
     ``mean_reward`` (over passes), ``per_record_reward`` (mean over each record's passes, in
     record order) and ``parse_failure_rate``.
     """
-    from eval.metrics import Prediction, score_predictions
-    from eval.score import flatten
-    from verifier.judging import row_to_judgment
-
-    scored = [t for t in records if t.id in rows]
-    judgments = [row_to_judgment(rows[t.id]) for t in scored]
+    scored = [t for t in records if t.id in judged]
+    judgments = [judged[t.id] for t in scored]
     todo = [(t, p) for t, j in zip(scored, judgments) for p in j.passes if p.ok]
     grades = iter(make_meta_verifier(cfg.meta).grade_batch(todo))
     pp_gold, pp_preds, per_record, rewards, unparsed = [], {}, [], [], 0
@@ -241,10 +235,7 @@ def grade_passes(records: Sequence[ProofTrajectory], rows: dict[str, dict[str, A
 
 @holds_output()
 def run(cfg: VerifierBenchConfig) -> dict[str, Any]:
-    """Judge, meta-verify, score and report; returns the metrics document."""
-    from eval.metrics import align_ids, score_predictions
-    from eval.score import flatten, load_predictions, options
-
+    """Judge, meta-verify, score and report (on the runner's results in memory); returns the metrics document."""
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     records = load_any(cfg.data).records
@@ -256,15 +247,14 @@ def run(cfg: VerifierBenchConfig) -> dict[str, Any]:
                                                      f"({len(missing)} record(s) without one)")
     check_config(cfg)
     (out / "config.json").write_text(json.dumps(asdict(_redacted(cfg)), indent=2, default=str) + "\n")
-    counts = judge_and_grade(records, cfg, out)
-    preds = load_predictions(out / "judgments.jsonl")
-    al = align_ids([r.id for r in records], [i for i in preds if i in {r.id for r in records}],
-                   allow_missing=True)
+    counts, res = judge_and_grade(records, cfg, out)
+    judged = res.judged()  # this run's records only (rows of other ids in the file are not scored)
+    preds = {i: Prediction.from_judgment(j) for i, j in judged.items()}
+    al = align_ids([r.id for r in records], list(preds), allow_missing=True)
     opts: ScoreOptions = options(_score_cfg(cfg))
     doc = flatten(score_predictions(records, preds, opts), al)
     if cfg.grade_every_pass:
-        rows = {str(r["id"]): r for r in read_jsonl(out / "judgments.jsonl")}
-        doc.update(grade_passes(records, rows, cfg, opts))
+        doc.update(grade_passes(records, judged, cfg, opts))
     doc["run"] = {**counts, "policy": cfg.judge.policy, "n_passes": cfg.judge.n, "meta": cfg.meta.kind,
                   "engine": cfg.engine, "verifier": verifier_name(cfg)}
     doc["inputs"] = {"data": str(cfg.data), "judgments": str(out / "judgments.jsonl")}
@@ -274,9 +264,8 @@ def run(cfg: VerifierBenchConfig) -> dict[str, Any]:
     print_table(doc, title)
     browser_index = cfg.browser_index
     if browser_index is None:  # the report links the judgment browser of this run (eval.browse)
-        from eval.browse import write_browser_for_run
-
-        browser_index = write_browser_for_run(out / "judgments.jsonl", records, out / "browser", title=title)
+        browser_index = write_browser(res.ordered_rows(records), records, out / "browser",
+                                      title=title, on_error="skip", sources={"judgments": str(out / "judgments.jsonl")})
     report = write_report(out, doc, title=title, browser_index=browser_index)
     if counts["incomplete"]:
         print(f"warning: {counts['incomplete']} trajectories had failed requests and were not scored; "
@@ -290,9 +279,7 @@ def run(cfg: VerifierBenchConfig) -> dict[str, Any]:
     return doc
 
 
-def _score_cfg(cfg: VerifierBenchConfig):
-    from eval.score import ScoreConfig
-
+def _score_cfg(cfg: VerifierBenchConfig) -> ScoreConfig:
     return ScoreConfig(gold=cfg.data, predictions="", out=cfg.out, meta_threshold=cfg.meta_threshold,
                        bootstrap_n=cfg.bootstrap_n, bootstrap_seed=cfg.bootstrap_seed, ci_level=cfg.ci_level,
                        breakdowns=list(cfg.breakdowns))
@@ -306,8 +293,6 @@ def _redacted(cfg: VerifierBenchConfig) -> VerifierBenchConfig:
 
 
 def main() -> None:
-    from verifier.config import hydra_main
-
     hydra_main("verifierbench", VerifierBenchConfig)(run)()
 
 

@@ -83,7 +83,7 @@ def handwritten(n_filler: int = 440) -> tuple[list[dict], list[dict]]:
         _judgment("t-pf", "invalid", 2, [_pass(0, "invalid", 2, "The fraction in step 2 is wrong.", with_rationale=False),
                                          _pass(1, None, rationale="I ran out of tokens")],
                   meta={"grade": "EXACT_MATCH", "rationale": "Same step, same reason."}),
-        # the layout `python -m eval.judge` writes (verifier.judging.judgment_to_row), plus meta grades
+        # the layout `python -m eval.judge` writes (verifier.judgment.Judgment.to_row), plus meta grades
         _judgment("t-ws", "invalid", 3, [
             _pass(0, "invalid", 3, "Step 3 does not follow.", with_rationale=False, detail="", seed=101,
                   completion_tokens=57, meta={"grade": "POOR_MATCH", "rationale": "Wrong step."}),
@@ -481,11 +481,11 @@ def test_evaluation_report_links_the_browser(data, tmp_path):
 
 
 def test_rows_written_by_the_judge_and_verifierbench(tmp_path, page):
-    """Rows in the exact layout of verifier.judging.judgment_to_row + eval.verifierbench.meta_fields."""
+    """Rows in the exact layout of verifier.judgment.Judgment.to_row + eval.verifierbench.meta_fields."""
     from eval.browse import write_browser_for_run
     from eval.verifierbench import meta_fields
     from verifier.aggregate import AggregationPolicy, aggregate
-    from verifier.judging import Judgment, judgment_to_row
+    from verifier.judgment import Judgment
     from verifier.meta_verifier import RuleMetaVerifier
     from verifier.parser import parse_verification
 
@@ -496,7 +496,7 @@ def test_rows_written_by_the_judge_and_verifierbench(tmp_path, page):
     outs = [parse_verification(t, n_steps=3) for t in texts]
     j = Judgment("j-1", aggregate(outs, AggregationPolicy(n=3)), outs, seeds=[7, 8, 9],
                  completion_tokens=[40, 12, 64], n=3, model="tiny-lora")
-    row = judgment_to_row(j)
+    row = j.to_row()
     row.update(meta_fields(RuleMetaVerifier().grade(traj, outs[0]), 0))
     row["problem_id"] = traj.problem_id
     write_jsonl(tmp_path / "judgments.jsonl", [row, {"id": "not-in-gold", "verdict": "valid"}])

@@ -14,7 +14,8 @@ from verifier.formats import load_processbench
 from verifier.budget import BudgetError, check_budget, max_model_len, prompt_tokens
 from verifier.config import compose
 from verifier.engine import GenerationRequest, OpenAIEngine, SamplingConfig
-from verifier.judging import JudgeConfig, judge_trajectories
+from verifier.judging import JudgeConfig
+from verifier.runner import judge_trajectories
 from verifier.serve import ServeConfig
 from verifier.templates import as_messages, verification_prompt
 

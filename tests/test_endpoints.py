@@ -26,7 +26,8 @@ from conftest import API_KEY, REPO, free_port
 
 from verifier.formats import load_processbench
 from verifier.engine import EndpointConfig, OpenAIEngine, Router, Server
-from verifier.judging import JudgeConfig, judge_trajectories, judgment_to_row, synthetic_verdict_regex
+from verifier.judging import JudgeConfig, synthetic_verdict_regex
+from verifier.runner import judge_trajectories
 
 REGEX = synthetic_verdict_regex(90)
 GUIDED = {"structured_outputs": {"regex": REGEX}}
@@ -117,7 +118,7 @@ def trajs(shared_data):
 def _rows(js):
     out = []
     for j in js:
-        row = judgment_to_row(j)
+        row = j.to_row()
         for p in row["passes"]:
             p.pop("completion_tokens")
         out.append(row)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from verifier.engine import EndpointConfig
-from verifier.judging import JudgeConfig, _runs, wave_plan
+from verifier.judging import JudgeConfig, wave_plan
+from verifier.runner import _runs
 from verifier.serve import ServeConfig, server_args
 
 

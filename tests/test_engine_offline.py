@@ -9,7 +9,8 @@ from conftest import LORA_NAME
 
 from verifier.formats import load_processbench
 from verifier.engine import GenerationRequest, OpenAIEngine, SamplingConfig
-from verifier.judging import JudgeConfig, judge_trajectories, synthetic_verdict_regex
+from verifier.judging import JudgeConfig, synthetic_verdict_regex
+from verifier.runner import judge_trajectories
 from verifier.offline import OfflineConfig, VLLMOfflineEngine
 from verifier.records import ParseStatus, Verdict
 from verifier.templates import as_messages

@@ -9,15 +9,10 @@ from conftest import free_port
 
 from verifier.formats import load_processbench
 from verifier.engine import EndpointConfig, OpenAIEngine
-from verifier.judging import (
-    JudgeConfig,
-    PassCache,
-    judge_trajectories,
-    judgment_to_row,
-    row_to_judgment,
-    synthetic_verdict_regex,
-)
+from verifier.judging import JudgeConfig, PassCache, synthetic_verdict_regex
+from verifier.judgment import Judgment
 from verifier.records import ParseStatus, ProofTrajectory, Verdict
+from verifier.runner import judge_trajectories
 
 pytestmark = pytest.mark.vllm
 
@@ -38,7 +33,7 @@ JCFG = JudgeConfig(n=8, max_tokens=64, run_seed=3)
 
 def _decisions(j):
     """A judgment's row without token counts (the server reports usage per request, not per sample)."""
-    row = judgment_to_row(j)
+    row = j.to_row()
     for p in row["passes"]:
         p.pop("completion_tokens")
     return row
@@ -117,7 +112,7 @@ def test_too_long_is_explicit_and_does_not_stop_the_batch(endpoint, trajs):
     assert huge.passes and all(p.status is ParseStatus.TOO_LONG for p in huge.passes)
     assert "context" in huge.passes[0].detail
     assert ok.status == "ok" and ok.passes[0].ok
-    row = judgment_to_row(huge)
+    row = huge.to_row()
     assert row["status"] == "too_long" and row["passes"][0]["parse_status"] == "too_long"
 
 
@@ -132,15 +127,15 @@ def test_failed_requests_make_incomplete_judgments(trajs):
 def test_row_roundtrip(endpoint, trajs):
     js = judge_trajectories(trajs[:3], guided(endpoint, 50), dataclasses.replace(JCFG, n=3))
     for j in js:
-        row = judgment_to_row(j)
+        row = j.to_row()
         assert set(row) >= {"id", "verdict", "first_error_step", "accept_fraction", "passes"}
         assert len(row["passes"]) == 3
         for p in row["passes"]:
             assert set(p) >= {"index", "verdict", "first_error_step", "parse_status", "text", "seed"}, p
         assert [p["index"] for p in row["passes"]] == [0, 1, 2]
         assert [p["seed"] for p in row["passes"]] == j.seeds and len(set(j.seeds)) == 3
-        back = row_to_judgment(row)
-        assert judgment_to_row(back) == row
+        back = Judgment.from_row(row)
+        assert back.to_row() == row
 
 
 def test_duplicate_ids_rejected(endpoint, trajs):

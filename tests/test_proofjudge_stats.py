@@ -77,15 +77,15 @@ def test_pass_noise_on_judge_rows():
 
 
 def test_pass_noise_reads_eval_judge_rows():
-    """Rows written by eval.judge (verifier.judging.judgment_to_row) feed pass_noise directly."""
+    """Rows written by eval.judge (verifier.judgment.Judgment.to_row) feed pass_noise directly."""
     from verifier.aggregate import AggregationPolicy, aggregate
-    from verifier.judging import Judgment, judgment_to_row
+    from verifier.judgment import Judgment
     from verifier.parser import format_verification, parse_verification
 
     ok, bad, junk = (parse_verification(t) for t in (format_verification("valid", -1, "fine"),
                                                          format_verification("invalid", 1, "no"), "garbage"))
     pol = AggregationPolicy(n=4)
-    rows = [judgment_to_row(Judgment(id=i, aggregate=aggregate(ps, pol), passes=ps, seeds=[1, 2, 3, 4]))
+    rows = [Judgment(id=i, aggregate=aggregate(ps, pol), passes=ps, seeds=[1, 2, 3, 4]).to_row()
             for i, ps in (("t0", [ok, ok, ok, ok]), ("t1", [ok, bad, junk, ok]))]
     r = pass_noise(rows, BootstrapSpec(n=100))
     assert (r["n_trajectories"], r["n_passes"], r["n_unparseable"], r["n_early_stopped"]) == (2, 8, 1, 0)

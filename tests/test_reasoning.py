@@ -16,7 +16,9 @@ import json
 import pytest
 
 from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, SamplingConfig
-from verifier.judging import JudgeConfig, judge_trajectories, judgment_to_row, row_to_judgment
+from verifier.judging import JudgeConfig
+from verifier.judgment import Judgment
+from verifier.runner import judge_trajectories
 from verifier.records import Annotation, ParseStatus, ProofTrajectory, Verdict, VerificationOutput
 from verifier.templates import as_messages, meta_verification_prompt
 
@@ -107,12 +109,12 @@ def test_verdict_comes_from_the_answer_and_reasoning_is_stored(reasoning_endpoin
     judgments = judge_trajectories(TRAJS, engine, JudgeConfig(n=2, max_tokens=256))
     for j in judgments:
         assert j.verdict is Verdict.INVALID and j.aggregate.n_reject == 2, [p.detail for p in j.passes]
-        row = json.loads(json.dumps(judgment_to_row(j)))
+        row = json.loads(json.dumps(j.to_row()))
         for p in row["passes"]:
             assert p["parse_status"] == "ok" and p["verdict"] == "invalid" and p["finish_reason"] == "stop"
             assert p["reasoning"].startswith("draft") and "verdict: valid" in p["reasoning"]  # stored...
             assert "verdict: valid" not in p["text"] and "<think>" not in p["text"]  # ...apart from the answer
-        back = row_to_judgment(row)
+        back = Judgment.from_row(row)
         assert [q.reasoning for q in back.passes] == [q.reasoning for q in j.passes]
 
 
@@ -140,7 +142,7 @@ def test_response_cut_inside_the_thinking_is_truncated(server, request):
         assert p.finish_reason == "length" and "inside the thinking" in p.detail
         assert p.reasoning.startswith("draft")  # the partial thinking is kept
     assert j.verdict is Verdict.INVALID and j.aggregate.n_unparseable == 2  # pessimism: a rejection
-    assert [p["parse_status"] for p in judgment_to_row(j)["passes"]] == ["truncated", "truncated"]
+    assert [p["parse_status"] for p in j.to_row()["passes"]] == ["truncated", "truncated"]
 
 
 # ------------------------------------------------------------------------------ meta-verifier: item 5 (d)

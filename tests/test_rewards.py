@@ -192,7 +192,7 @@ def test_a_completion_gets_the_same_status_in_the_reward_and_in_verifierbench(ti
 
     from training.rewards import CompletionReader, parse_completions
     from verifier.engine import Completion
-    from verifier.judging import _to_output
+    from verifier.runner import _to_output
 
     tok = AutoTokenizer.from_pretrained(tiny_model)
     reader = CompletionReader.for_tokenizer(tok)

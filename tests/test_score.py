@@ -151,9 +151,9 @@ def test_random_predictions_with_passes_and_wandb_offline(tmp_path, gsm8k, monke
 
 
 def test_scores_rows_written_by_the_judging_engine(tmp_path, gsm8k):
-    """Predictions in the exact ``eval.judge`` format (``verifier.judging.judgment_to_row``)."""
+    """Predictions in the exact ``eval.judge`` format (``verifier.judgment.Judgment.to_row``)."""
     from verifier.aggregate import AggregationPolicy, aggregate
-    from verifier.judging import Judgment, judgment_to_row
+    from verifier.judgment import Judgment
     from verifier.parser import format_verification, parse_verification
 
     records = load_processbench(gsm8k)[:40]
@@ -175,7 +175,7 @@ def test_scores_rows_written_by_the_judging_engine(tmp_path, gsm8k):
         expected_accept += accepted
         tp += accepted and r.annotation.is_valid
         tn += not accepted and not r.annotation.is_valid
-        rows.append(judgment_to_row(Judgment(r.id, agg, passes, seeds=list(range(4)), n=4)))
+        rows.append(Judgment(r.id, agg, passes, seeds=list(range(4)), n=4).to_row())
     assert 5 < expected_accept < 35  # acceptance and rejection are both exercised
     preds = tmp_path / "judge.jsonl"
     write_jsonl(preds, rows)

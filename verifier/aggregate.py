@@ -47,9 +47,9 @@ class AggregationPolicy:
 class Aggregate:
     """The decision over the passes, with the counts behind it."""
 
-    verdict: Verdict
+    verdict: Verdict | None  # None only when read from a row without a parseable verdict (predictions files)
     first_error_step: int
-    accept_fraction: float
+    accept_fraction: float | None  # None only when read from a row with neither the fraction nor passes
     n_passes: int
     n_accept: int
     n_reject: int

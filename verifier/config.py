@@ -17,6 +17,9 @@ import typing
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
+from verifier.errors import EXIT_USER_ERROR, InputError, full_error, run_command
+from verifier.redaction import redact
+
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 T = TypeVar("T")
 
@@ -54,8 +57,6 @@ def hydra_main(name: str, schema: type[T], config_dir: Path | None = None
     override) end the command with one message and exit code 2; ``HYDRA_FULL_ERROR=1`` adds the traceback.
     """
     import hydra
-
-    from verifier.errors import EXIT_USER_ERROR, full_error, run_command
 
     register(name, schema)
 
@@ -109,8 +110,6 @@ def _typed(cfg: Any) -> Any:
     """
     from omegaconf.errors import OmegaConfBaseException
 
-    from verifier.errors import InputError
-
     try:
         return to_object(cfg)
     except InputError:
@@ -130,40 +129,6 @@ def compose(name: str, schema: type[T], overrides: list[str] | None = None, conf
     with initialize_config_dir(config_dir=str(config_dir or CONFIG_DIR), version_base="1.3"):
         cfg = _compose(config_name=name, overrides=overrides or [])
     return to_object(cfg)
-
-
-# ------------------------------------------------------------------------------------------- secrets
-
-_SECRET_NAMES = r"(?:api_key|apikey|secret|password|access_token|auth_token|hf_token)"
-SECRET_KEY = re.compile(_SECRET_NAMES + "$", re.IGNORECASE)
-REDACTED = "***"
-# ``a.api_key=VALUE`` and inline ``{api_key: VALUE, ...}`` in a command-line override
-_SECRET_IN_TEXT = re.compile("(" + _SECRET_NAMES + r"['\"]?\s*[:=]\s*)(['\"]?)([^,}\]\s'\"]+)\2",
-                             re.IGNORECASE)
-
-
-def redact(obj: Any) -> Any:
-    """A copy of a config (dataclass, mapping, list) with every secret-named field set to ``***``.
-
-    For anything a run writes: ``config.json``, ``metrics.json``, W&B config and run name,
-    logs. Override strings (``endpoint.api_key=KEY``, ``verifiers=[{api_key: KEY}]``) are
-    redacted too.
-
-    >>> redact({"endpoint": {"api_key": "sk-1", "model": "m"}, "overrides": ["endpoint.api_key=sk-1", "n=2"]})
-    {'endpoint': {'api_key': '***', 'model': 'm'}, 'overrides': ['endpoint.api_key=***', 'n=2']}
-    >>> redact(["verifiers=[{base_url: u, api_key: sk-1}]"]), redact({"api_key": None})
-    (['verifiers=[{base_url: u, api_key: ***}]'], {'api_key': None})
-    """
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return redact(dataclasses.asdict(obj))
-    if isinstance(obj, dict):
-        return {k: (REDACTED if isinstance(k, str) and SECRET_KEY.search(k) and v else redact(v))
-                for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(redact(v) for v in obj)
-    if isinstance(obj, str):
-        return _SECRET_IN_TEXT.sub(lambda m: m.group(1) + m.group(2) + REDACTED + m.group(2), obj)
-    return obj
 
 
 def is_secret_override(override: str) -> bool:

@@ -22,6 +22,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from verifier.redaction import redact  # a message that quotes an override never shows a key
+
 EXIT_USER_ERROR = 2
 FULL_ERROR_ENV = "HYDRA_FULL_ERROR"
 _FILE_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
@@ -61,8 +63,6 @@ def report(prog: str, exc: BaseException) -> None:
     if full_error():
         traceback.print_exception(type(exc), exc, exc.__traceback__)
     else:
-        from verifier.config import redact  # a message that quotes an override never shows a key
-
         print(f"{prog}: error: {redact(message_of(exc))}", file=sys.stderr, flush=True)
 
 

@@ -1,12 +1,13 @@
-"""The passes of one proof: n verification passes, aggregated (section 4.4), with early stop and a pass cache.
+"""How a proof is judged: THE judge config, the wave plan, the pass cache (section 4.4).
 
 ``JudgeConfig`` is THE judge config (Hydra group ``configs/judge/default.yaml``) of every command
-that judges; ``judge_item`` runs one item's passes; the loop over records, the JSONL output and
-resume live in ``verifier.runner`` (the one judging runner). In-memory use::
+that judges; the loop over records and passes, the JSONL output and resume live in ``verifier.runner``
+(the one judging runner); the judgment record and its row in ``verifier.judgment``. In-memory use::
 
-    from verifier.judging import JudgeConfig, judge_trajectories, judgment_to_row, row_to_judgment
+    from verifier.judging import JudgeConfig
+    from verifier.runner import judge_trajectories
     judgments = judge_trajectories(trajs, engine, JudgeConfig(n=8, policy="pessimistic"))
-    rows = [judgment_to_row(j) for j in judgments]          # the eval.judge JSONL format
+    rows = [j.to_row() for j in judgments]          # the eval.judge JSONL format
 
 * Pass ``k`` of trajectory ``t`` is sampled with seed ``pass_seed(t.id, k, run_seed)``; a request
   for passes ``k..k+m-1`` is ONE request ``n=m, seed=base+k`` (vLLM gives sample ``i`` the seed
@@ -29,24 +30,17 @@ resume live in ``verifier.runner`` (the one judging runner). In-memory use::
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import dataclasses
 import hashlib
 import json
 import sqlite3
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from verifier.aggregate import Aggregate, AggregationPolicy, aggregate, decided
-from verifier.engine import Completion, Engine, GenerationRequest, SamplingConfig, base_seed
+from verifier.aggregate import AggregationPolicy
+from verifier.engine import Completion, Engine, SamplingConfig
 from verifier.errors import InputError
-from verifier.parser import parse_completion, parse_verification
-from verifier.records import NO_STEP, ParseStatus, ProofTrajectory, Verdict, VerificationOutput
-from verifier.templates import as_messages, verification_prompt
 
 
 @dataclass
@@ -99,122 +93,6 @@ def wave_plan(n: int, waves: Sequence[int] | None) -> list[tuple[int, int]]:
         plan.append((start, m))
         start, i = start + m, i + 1
     return plan
-
-
-@dataclass
-class Judgment:
-    """The decision on one proof: aggregate fields and the per-pass outputs (``passes[i]`` is pass i)."""
-
-    id: str
-    aggregate: Aggregate
-    passes: list[VerificationOutput]
-    seeds: list[int] = field(default_factory=list)
-    completion_tokens: list[int] = field(default_factory=list)
-    status: str = "ok"  # ok | too_long | request_failed
-    early_stopped: bool = False  # fewer than n passes were run because the decision was fixed
-    policy: str = "pessimistic"
-    n: int = 8
-    model: str = ""
-    cached_passes: int = 0  # passes served by the cache (not generated in this call)
-    completions: list[Completion] = field(default_factory=list, repr=False)  # raw engine output per pass
-
-    @property
-    def verdict(self) -> Verdict:
-        return self.aggregate.verdict
-
-    @property
-    def first_error_step(self) -> int:
-        return self.aggregate.first_error_step
-
-    @property
-    def accept_fraction(self) -> float:
-        return self.aggregate.accept_fraction
-
-    @property
-    def complete(self) -> bool:
-        """False when a request failed: do not persist, re-run to finish."""
-        return self.status != "request_failed"
-
-    @property
-    def tokens(self) -> int:
-        return sum(self.completion_tokens)
-
-
-def judgment_to_row(j: Judgment) -> dict[str, Any]:
-    """The ``eval.judge`` output line: id, verdict, first_error_step, accept_fraction, passes[...]."""
-    a = j.aggregate
-    return {
-        "id": j.id,
-        "verdict": a.verdict.value,
-        "first_error_step": a.first_error_step,
-        "accept_fraction": a.accept_fraction,
-        "status": j.status,
-        "policy": j.policy,
-        "n": j.n,
-        "n_passes": a.n_passes,
-        "n_accept": a.n_accept,
-        "n_reject": a.n_reject,
-        "n_unparseable": a.n_unparseable,
-        "early_stopped": j.early_stopped,
-        "model": j.model,
-        "passes": [
-            {
-                "index": i,
-                "verdict": None if p.verdict is None else p.verdict.value,
-                "first_error_step": p.first_error_step,
-                "parse_status": p.status.value,
-                "text": p.raw_text,
-                "detail": p.detail,
-                "finish_reason": p.finish_reason,
-                "reasoning": p.reasoning,  # the private thinking: stored, never parsed for the verdict
-                "seed": j.seeds[i] if i < len(j.seeds) else None,
-                "completion_tokens": j.completion_tokens[i] if i < len(j.completion_tokens) else 0,
-            }
-            for i, p in enumerate(j.passes)
-        ],
-    }
-
-
-def row_to_judgment(row: dict[str, Any]) -> Judgment:
-    """Inverse of ``judgment_to_row`` (pass rationales are re-read from the text by the parser).
-
-    >>> from verifier.parser import format_verification as f
-    >>> p = parse_verification(f("invalid", 2, "step 2 is wrong"))
-    >>> j = Judgment("x", aggregate([p], AggregationPolicy(n=1)), [p], [7], [5], n=1)
-    >>> back = row_to_judgment(judgment_to_row(j))
-    >>> (back.verdict.value, back.first_error_step, back.passes[0].rationale, back.seeds)
-    ('invalid', 2, 'step 2 is wrong', [7])
-    """
-    passes, seeds, toks = [], [], []
-    for i, p in enumerate(sorted(row.get("passes", []), key=lambda p: p["index"])):
-        if p["index"] != i:
-            raise InputError(f"record {row.get('id')!r}, field 'passes': pass indices are not 0..m-1")
-        status = ParseStatus(p["parse_status"])
-        text = p.get("text") or ""
-        if status is ParseStatus.OK:
-            out = parse_verification(text)
-            if out.status is not ParseStatus.OK:  # parsed with n_steps originally; keep the stored fields
-                out = VerificationOutput(status, Verdict.parse(p["verdict"], row.get("id"), "passes.verdict"),
-                                         int(p["first_error_step"]), "", text)
-        else:
-            out = VerificationOutput(status, None, NO_STEP, "", text, p.get("detail", ""))
-        out = dataclasses.replace(out, reasoning=p.get("reasoning") or "", finish_reason=p.get("finish_reason"))
-        passes.append(out)
-        seeds.append(p.get("seed"))
-        toks.append(int(p.get("completion_tokens") or 0))
-    agg = Aggregate(
-        verdict=Verdict.parse(row["verdict"], row.get("id")),
-        first_error_step=int(row["first_error_step"]),
-        accept_fraction=float(row["accept_fraction"]),
-        n_passes=int(row.get("n_passes", len(passes))),
-        n_accept=int(row.get("n_accept", sum(p.accepts for p in passes))),
-        n_reject=int(row.get("n_reject", 0)),
-        n_unparseable=int(row.get("n_unparseable", sum(not p.ok for p in passes))),
-    )
-    return Judgment(id=str(row["id"]), aggregate=agg, passes=passes, seeds=seeds, completion_tokens=toks,
-                    status=row.get("status", "ok"), early_stopped=bool(row.get("early_stopped", False)),
-                    policy=row.get("policy", "pessimistic"), n=int(row.get("n", len(passes))),
-                    model=row.get("model", ""))
 
 
 def synthetic_verdict_regex(accept_percent: int, max_step: int = 2) -> str:
@@ -313,175 +191,3 @@ def engine_fingerprint(engine: Engine, model_override: str | None = None) -> str
     if hasattr(cfg, "request_options"):  # reasoning budget, effort and chat-template arguments
         extra.update(cfg.request_options())
     return model + ("|" + json.dumps(extra, sort_keys=True, default=str) if extra else "")
-
-
-# ---------------------------------------------------------------------------------- submission
-
-
-Submit = Callable[[GenerationRequest], Awaitable[list[Completion]]]
-
-
-class _Batcher:
-    """Per-request submission on top of a batch-only engine (``agenerate``): requests that are
-    submitted while a batch runs form the next batch (e.g. the vLLM offline engine)."""
-
-    def __init__(self, engine: Engine, sampling: SamplingConfig):
-        self.engine, self.sampling = engine, sampling
-        self.queue: list[tuple[GenerationRequest, asyncio.Future]] = []
-        self.task: asyncio.Task | None = None
-
-    async def __call__(self, req: GenerationRequest) -> list[Completion]:
-        fut = asyncio.get_running_loop().create_future()
-        self.queue.append((req, fut))
-        if self.task is None or self.task.done():
-            self.task = asyncio.ensure_future(self._drain())
-        return await fut
-
-    async def _drain(self) -> None:
-        while self.queue:
-            size = -1
-            while size != len(self.queue):  # let every ready coroutine enqueue first
-                size = len(self.queue)
-                await asyncio.sleep(0)
-            batch, self.queue = self.queue, []
-            try:
-                results = await self.engine.agenerate([r for r, _ in batch], self.sampling)
-            except Exception as e:  # noqa: BLE001 - handed to every waiting caller
-                for _, f in batch:
-                    if not f.done():
-                        f.set_exception(e)
-                continue
-            for (_, f), res in zip(batch, results):
-                if not f.done():
-                    f.set_result(res)
-
-
-@contextlib.asynccontextmanager
-async def _submitter(engine: Engine, sampling: SamplingConfig):
-    if hasattr(engine, "session"):
-        async with engine.session(sampling) as submit:  # type: ignore[attr-defined]
-            yield submit
-    else:
-        yield _Batcher(engine, sampling)
-
-
-# ------------------------------------------------------------------------------------- judging
-
-
-@dataclass
-class Item:
-    """One thing to judge: an id (resume key, request key), its prompt, and how a completion is read.
-
-    ``seed_key`` names the seed stream (pass k has seed ``base_seed(seed_key, run_seed) + k``);
-    ``parse(completion)`` returns a ``VerificationOutput`` (aggregated under the policy) or another
-    parsed answer (``JudgeAnswer``; None when the judge's parser is ``none``: raw text).
-    """
-
-    id: str
-    prompt: str
-    parse: Callable[[Completion], Any]
-    seed_key: str = ""
-    columns: dict[str, Any] = field(default_factory=dict)  # written with the row (e.g. the prompt's choices)
-
-
-def verification_item(traj: ProofTrajectory, cfg: JudgeConfig) -> Item:
-    """The verification prompt of a trajectory (template and reference solution from ``cfg``).
-
-    The row records the prompt's choices: ``template`` and ``with_reference`` (true only when the
-    reference solution was in the prompt, i.e. configured and present).
-    """
-    n_steps = len(traj.proof_steps)
-    prompt = verification_prompt(traj, with_reference=cfg.with_reference, template=cfg.template)
-    used_ref = bool(cfg.with_reference and traj.reference_solution)
-    return Item(traj.id, prompt, lambda c: _to_output(c, n_steps), traj.id,
-                {"template": cfg.template, "with_reference": used_ref})
-
-
-def _to_output(c: Completion, n_steps: int) -> VerificationOutput:
-    return parse_completion(c.text, c.finish_reason, c.reasoning, n_steps, status=c.status, error=c.error)
-
-
-def _runs(indices: list[int]) -> list[tuple[int, int]]:
-    """Contiguous runs ``(start, length)`` of sorted pass indices."""
-    runs: list[tuple[int, int]] = []
-    for i in indices:
-        if runs and runs[-1][0] + runs[-1][1] == i:
-            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
-        else:
-            runs.append((i, 1))
-    return runs
-
-
-def _aggregable(outputs: Sequence[Any]) -> bool:
-    return bool(outputs) and all(hasattr(o, "accepts") and hasattr(o, "first_error_step") for o in outputs)
-
-
-async def judge_item(item: Item, submit: Submit, cfg: JudgeConfig, policy: AggregationPolicy,
-                     sampling: SamplingConfig, fingerprint: str, cache: PassCache | None) -> Judgment:
-    """The passes of one item: pass cache hits, then engine requests wave by wave (early stop)."""
-    messages = as_messages(item.prompt)
-    phash = hashlib.sha256(item.prompt.encode()).hexdigest()
-    base = base_seed(item.seed_key or item.id, cfg.run_seed)
-    plan = wave_plan(cfg.n, cfg.waves if cfg.early_stop else None)
-    outputs: list[Any] = []
-    completions: list[Completion] = []
-    n_cached = 0
-    status = "ok"
-    for start, m in plan:
-        wave: dict[int, Completion] = {}
-        keys = {i: PassCache.key(fingerprint, phash, sampling, base + i, i) for i in range(start, start + m)}
-        if cache is not None:
-            for i, k in keys.items():
-                c = cache.get(k)
-                if c is not None:
-                    wave[i] = c
-                    n_cached += 1
-        missing = [i for i in range(start, start + m) if i not in wave]
-        for s, length in _runs(missing):
-            got = await submit(GenerationRequest(messages, n=length, seed=base + s, key=item.id, model=cfg.model))
-            if len(got) != length:
-                got = [Completion(status="request_failed", error=f"expected {length} samples, got {len(got)}")] * length
-            for j, c in enumerate(got):
-                wave[s + j] = c
-            if cache is not None:
-                cache.put_many([(keys[s + j], c) for j, c in enumerate(got)])
-        for i in range(start, start + m):
-            completions.append(wave[i])
-            outputs.append(item.parse(wave[i]))
-        if any(c.status == "request_failed" for c in completions):
-            status = "request_failed"
-            break
-        if any(c.status == "too_long" for c in completions):
-            status = "too_long"
-            break  # the same prompt is too long for every pass
-        if len(outputs) < cfg.n and cfg.early_stop and _aggregable(outputs) and decided(outputs, policy):
-            break
-    agg = aggregate(outputs, policy) if _aggregable(outputs) else None
-    return Judgment(
-        id=item.id, aggregate=agg, passes=outputs, seeds=[base + i for i in range(len(outputs))],  # type: ignore[arg-type]
-        completion_tokens=[c.completion_tokens for c in completions], status=status,
-        early_stopped=status == "ok" and len(outputs) < cfg.n, policy=cfg.policy, n=cfg.n,
-        model=fingerprint.split("|")[0], cached_passes=n_cached, completions=completions,
-    )
-
-
-def judge_trajectories(
-    trajs: Sequence[ProofTrajectory],
-    engine: Engine,
-    cfg: JudgeConfig | None = None,
-    cache: PassCache | None = None,
-    on_judgment: Callable[[Judgment], None] | None = None,
-    progress: bool = False,
-) -> list[Judgment]:
-    """Judge every trajectory with ``cfg.n`` passes under ``cfg.policy``; results in input order.
-
-    In memory (nothing persisted): commands use ``verifier.runner.judge`` with an output file.
-    Works with any ``Engine`` (``OpenAIEngine``: one shared client, each trajectory's next wave
-    starts when its previous wave returns; batch engines such as ``VLLMOfflineEngine``: the
-    requests ready at the same time form one batch). Check ``Judgment.complete`` before persisting.
-    """
-    from verifier.runner import judge
-
-    res = judge(trajs, engine, cfg if cfg is not None else JudgeConfig(), None, cache=cache,
-                on_judgment=on_judgment, progress=progress)
-    return res.judgments  # type: ignore[return-value]

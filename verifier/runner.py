@@ -1,5 +1,10 @@
 """THE judging runner: records in, judgments streamed to one JSONL, resumable (section 4.4).
 
+This module owns the loop: the item type (``Item``, ``verification_item``), the passes of one item
+(``judge_item``: cache, waves, early stop), the batcher over batch-only engines (``_Batcher``) and the
+loop over records (``judge``; ``judge_trajectories`` in memory). The record it writes is
+``verifier.judgment.Judgment`` (one row format); how to judge is ``verifier.judging.JudgeConfig``.
+
 Every command that judges calls ``judge`` (``eval.judge``, ``eval.verifierbench``, ``eval.proverbench``,
 ``data_pipeline.selection``, ``data_pipeline.augment``, the IneqMath / TCS-Bench / ProofJudge judges)::
 
@@ -7,12 +12,13 @@ Every command that judges calls ``judge`` (``eval.judge``, ``eval.verifierbench`
     res = judge(trajs, engine, JudgeConfig(n=8), out="judgments.jsonl", cache=PassCache(...),
                 columns=lambda t: {"problem_id": t.problem_id}, post=meta_grade, post_ok=graded)
     res.summary  # counts of every status;  res.rows: id -> row;  res.judgments: this call's judgments
+    res.judged()  # id -> Judgment of every row (resumed and new, post-step fields included): score in memory
 
 For each record not already complete in ``out``:
 
 * passes = pass-cache hits + engine requests in waves, early stop when the policy is decided
-  (``verifier.judging.judge_item``: seeds per pass, ``too_long`` / ``request_failed`` explicit);
-* ``row = to_row(judgment) | columns(record) | post(record, row)`` (``post`` may be async:
+  (``judge_item``: seeds per pass, ``too_long`` / ``request_failed`` explicit);
+* ``row = judgment.to_row() | columns(record) | post(record, row)`` (``post`` may be async:
   the meta-verifier grade, the repair check, a step judge); the row is appended and fsynced;
 * a judgment whose request failed is not written (counted as ``failed``; a re-run redoes it,
   the passes that did succeed come from the cache).
@@ -25,12 +31,14 @@ re-runs only ``post`` on the stored passes (no pass is generated again).
 One writer: the whole call holds the exclusive lock of ``out`` (``verifier.outputs.lock_output``); a
 second process on the same ``out`` stops with ``OutputLocked`` before the file is touched.
 
-``out=None`` judges in memory (``verifier.judging.judge_trajectories``, the template judges).
+``out=None`` judges in memory (``judge_trajectories``, the template judges).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 import inspect
 import os
 import time
@@ -40,27 +48,172 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tqdm.auto import tqdm
+
+from verifier.aggregate import AggregationPolicy, aggregate, decided
 from verifier.budget import check_budget
-from verifier.engine import Engine, GenerationRequest, run_sync
-from verifier.templates import as_messages
+from verifier.engine import Completion, Engine, GenerationRequest, SamplingConfig, base_seed, run_sync
 from verifier.errors import InputError
 from verifier.io import JsonlAppender, iter_jsonl, truncate_partial_last_line, write_jsonl
+from verifier.judging import JudgeConfig, PassCache, engine_fingerprint, wave_plan
+from verifier.judgment import Judgment
 from verifier.outputs import lock_output
-from verifier.judging import (
-    Item,
-    JudgeConfig,
-    Judgment,
-    PassCache,
-    _submitter,
-    engine_fingerprint,
-    judge_item,
-    judgment_to_row,
-    row_to_judgment,
-    verification_item,
-)
+from verifier.parser import parse_completion
+from verifier.records import ProofTrajectory, VerificationOutput
+from verifier.templates import as_messages, verification_prompt
 
 Row = dict[str, Any]
 Post = Callable[[Any, Row], "Row | Awaitable[Row]"]
+
+
+# ---------------------------------------------------------------------------------- submission
+
+
+Submit = Callable[[GenerationRequest], Awaitable[list[Completion]]]
+
+
+class _Batcher:
+    """Per-request submission on top of a batch-only engine (``agenerate``): requests that are
+    submitted while a batch runs form the next batch (e.g. the vLLM offline engine)."""
+
+    def __init__(self, engine: Engine, sampling: SamplingConfig):
+        self.engine, self.sampling = engine, sampling
+        self.queue: list[tuple[GenerationRequest, asyncio.Future]] = []
+        self.task: asyncio.Task | None = None
+
+    async def __call__(self, req: GenerationRequest) -> list[Completion]:
+        fut = asyncio.get_running_loop().create_future()
+        self.queue.append((req, fut))
+        if self.task is None or self.task.done():
+            self.task = asyncio.ensure_future(self._drain())
+        return await fut
+
+    async def _drain(self) -> None:
+        while self.queue:
+            size = -1
+            while size != len(self.queue):  # let every ready coroutine enqueue first
+                size = len(self.queue)
+                await asyncio.sleep(0)
+            batch, self.queue = self.queue, []
+            try:
+                results = await self.engine.agenerate([r for r, _ in batch], self.sampling)
+            except Exception as e:  # noqa: BLE001 - handed to every waiting caller
+                for _, f in batch:
+                    if not f.done():
+                        f.set_exception(e)
+                continue
+            for (_, f), res in zip(batch, results):
+                if not f.done():
+                    f.set_result(res)
+
+
+@contextlib.asynccontextmanager
+async def _submitter(engine: Engine, sampling: SamplingConfig):
+    if hasattr(engine, "session"):
+        async with engine.session(sampling) as submit:  # type: ignore[attr-defined]
+            yield submit
+    else:
+        yield _Batcher(engine, sampling)
+
+
+# ------------------------------------------------------------------------------------- judging
+
+
+@dataclass
+class Item:
+    """One thing to judge: an id (resume key, request key), its prompt, and how a completion is read.
+
+    ``seed_key`` names the seed stream (pass k has seed ``base_seed(seed_key, run_seed) + k``);
+    ``parse(completion)`` returns a ``VerificationOutput`` (aggregated under the policy) or another
+    parsed answer (``JudgeAnswer``; None when the judge's parser is ``none``: raw text).
+    """
+
+    id: str
+    prompt: str
+    parse: Callable[[Completion], Any]
+    seed_key: str = ""
+    columns: dict[str, Any] = field(default_factory=dict)  # written with the row (e.g. the prompt's choices)
+
+
+def verification_item(traj: ProofTrajectory, cfg: JudgeConfig) -> Item:
+    """The verification prompt of a trajectory (template and reference solution from ``cfg``).
+
+    The row records the prompt's choices: ``template`` and ``with_reference`` (true only when the
+    reference solution was in the prompt, i.e. configured and present).
+    """
+    n_steps = len(traj.proof_steps)
+    prompt = verification_prompt(traj, with_reference=cfg.with_reference, template=cfg.template)
+    used_ref = bool(cfg.with_reference and traj.reference_solution)
+    return Item(traj.id, prompt, lambda c: _to_output(c, n_steps), traj.id,
+                {"template": cfg.template, "with_reference": used_ref})
+
+
+def _to_output(c: Completion, n_steps: int) -> VerificationOutput:
+    return parse_completion(c.text, c.finish_reason, c.reasoning, n_steps, status=c.status, error=c.error)
+
+
+def _runs(indices: list[int]) -> list[tuple[int, int]]:
+    """Contiguous runs ``(start, length)`` of sorted pass indices."""
+    runs: list[tuple[int, int]] = []
+    for i in indices:
+        if runs and runs[-1][0] + runs[-1][1] == i:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((i, 1))
+    return runs
+
+
+def _aggregable(outputs: Sequence[Any]) -> bool:
+    return bool(outputs) and all(hasattr(o, "accepts") and hasattr(o, "first_error_step") for o in outputs)
+
+
+async def judge_item(item: Item, submit: Submit, cfg: JudgeConfig, policy: AggregationPolicy,
+                     sampling: SamplingConfig, fingerprint: str, cache: PassCache | None) -> Judgment:
+    """The passes of one item: pass cache hits, then engine requests wave by wave (early stop)."""
+    messages = as_messages(item.prompt)
+    phash = hashlib.sha256(item.prompt.encode()).hexdigest()
+    base = base_seed(item.seed_key or item.id, cfg.run_seed)
+    plan = wave_plan(cfg.n, cfg.waves if cfg.early_stop else None)
+    outputs: list[Any] = []
+    completions: list[Completion] = []
+    n_cached = 0
+    status = "ok"
+    for start, m in plan:
+        wave: dict[int, Completion] = {}
+        keys = {i: PassCache.key(fingerprint, phash, sampling, base + i, i) for i in range(start, start + m)}
+        if cache is not None:
+            for i, k in keys.items():
+                c = cache.get(k)
+                if c is not None:
+                    wave[i] = c
+                    n_cached += 1
+        missing = [i for i in range(start, start + m) if i not in wave]
+        for s, length in _runs(missing):
+            got = await submit(GenerationRequest(messages, n=length, seed=base + s, key=item.id, model=cfg.model))
+            if len(got) != length:
+                got = [Completion(status="request_failed", error=f"expected {length} samples, got {len(got)}")] * length
+            for j, c in enumerate(got):
+                wave[s + j] = c
+            if cache is not None:
+                cache.put_many([(keys[s + j], c) for j, c in enumerate(got)])
+        for i in range(start, start + m):
+            completions.append(wave[i])
+            outputs.append(item.parse(wave[i]))
+        if any(c.status == "request_failed" for c in completions):
+            status = "request_failed"
+            break
+        if any(c.status == "too_long" for c in completions):
+            status = "too_long"
+            break  # the same prompt is too long for every pass
+        if len(outputs) < cfg.n and cfg.early_stop and _aggregable(outputs) and decided(outputs, policy):
+            break
+    agg = aggregate(outputs, policy) if _aggregable(outputs) else None
+    return Judgment(
+        id=item.id, aggregate=agg, passes=outputs, seeds=[base + i for i in range(len(outputs))],  # type: ignore[arg-type]
+        completion_tokens=[c.completion_tokens for c in completions], status=status,
+        early_stopped=status == "ok" and len(outputs) < cfg.n, policy=cfg.policy, n=cfg.n,
+        model=fingerprint.split("|")[0], cached_passes=n_cached, completions=completions,
+    )
 
 
 @dataclass
@@ -70,6 +223,10 @@ class RunResult:
     summary: dict[str, Any]
     rows: dict[str, Row] = field(default_factory=dict)  # id -> row (resumed and new; failed ones absent)
     judgments: list[Judgment | None] = field(default_factory=list)  # input order; None: resumed from ``out``
+
+    def judged(self) -> dict[str, Judgment]:
+        """Every row as the judgment record (resumed and new, with the post-step's fields), by id."""
+        return {i: Judgment.from_row(r) for i, r in self.rows.items()}
 
     def ordered_rows(self, records: Sequence[Any], id_of: Callable[[Any], str] = lambda r: r.id) -> list[Row]:
         """The rows of ``records`` in input order (records without a row are left out)."""
@@ -131,7 +288,7 @@ async def ajudge(
     out: str | os.PathLike | None = None,
     *,
     item: Callable[[Any, JudgeConfig], Item] = verification_item,
-    to_row: Callable[[Judgment], Row] = judgment_to_row,
+    to_row: Callable[[Judgment], Row] = Judgment.to_row,
     columns: Callable[[Any], Row] | None = None,
     post: Post | None = None,
     post_ok: Callable[[Row], bool] | None = None,
@@ -189,8 +346,6 @@ async def _ajudge(records: Sequence[Any], engine: Engine, cfg: JudgeConfig, out:
                      what="judge.max_tokens")
     bar = None
     if progress:
-        from tqdm.auto import tqdm
-
         bar = tqdm(total=len(records), initial=len(rows), desc=desc or f"judge n={cfg.n} {cfg.policy}", unit="proof")
     app = JsonlAppender(path) if path is not None else None
     gate = asyncio.Semaphore(max(1, cfg.max_concurrency))
@@ -253,6 +408,21 @@ def judge(records: Sequence[Any], engine: Engine, cfg: JudgeConfig, out: str | o
     return run_sync(ajudge(records, engine, cfg, out, **kw))
 
 
-def stored_judgment(row: Row) -> Judgment:
-    """The judgment a row holds (for a post-step that needs the passes)."""
-    return row_to_judgment(row)
+def judge_trajectories(
+    trajs: Sequence[ProofTrajectory],
+    engine: Engine,
+    cfg: JudgeConfig | None = None,
+    cache: PassCache | None = None,
+    on_judgment: Callable[[Judgment], None] | None = None,
+    progress: bool = False,
+) -> list[Judgment]:
+    """Judge every trajectory with ``cfg.n`` passes under ``cfg.policy``; results in input order.
+
+    In memory (nothing persisted): commands use ``verifier.runner.judge`` with an output file.
+    Works with any ``Engine`` (``OpenAIEngine``: one shared client, each trajectory's next wave
+    starts when its previous wave returns; batch engines such as ``VLLMOfflineEngine``: the
+    requests ready at the same time form one batch). Check ``Judgment.complete`` before persisting.
+    """
+    res = judge(trajs, engine, cfg if cfg is not None else JudgeConfig(), None, cache=cache,
+                on_judgment=on_judgment, progress=progress)
+    return res.judgments  # type: ignore[return-value]

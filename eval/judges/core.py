@@ -22,8 +22,9 @@ from verifier import parser as _parser
 from verifier.aggregate import AggregationPolicy
 from verifier.engine import Completion, EndpointConfig, OpenAIEngine, base_seed
 from verifier.errors import InputError
-from verifier.judging import Item, JudgeConfig
+from verifier.judging import JudgeConfig
 from verifier.records import ParseStatus
+from verifier.runner import Item, judge
 from verifier.templates import render
 
 
@@ -159,8 +160,6 @@ class Judge:
 
         One request of ``n`` samples per item (seed of sample i = ``seed(key) + i``); in memory.
         """
-        from verifier.runner import judge
-
         if not items:
             return []
         res = judge(items, self.engine, self.cfg, None, item=self.item, to_row=lambda j: {"id": j.id},
