@@ -229,7 +229,7 @@ def meta_f1_delta_ci(gold, a_seeds, b_seeds, n: int, seed: int, level: float = 0
 def run_data_config(out: Path):
     """The data of every GRPO / evaluation run of the bench: OUT/grpo_train.jsonl and all of OUT/held_out.jsonl
     (``n_train``/``n_eval`` None: no cap; 0 is rejected by the held-out check of ``training/ladder.py``)."""
-    from training.grpo import DataConfig
+    from training.config import DataConfig
 
     return DataConfig(source="jsonl", train_path=str(out / "grpo_train.jsonl"), eval_path=str(out / "held_out.jsonl"),
                       n_train=None, n_eval=None, prompt_template="verify_compact")
@@ -244,7 +244,15 @@ def main(argv: list[str] | None = None) -> None:
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     from eval.stats import BootstrapSpec
-    from training.grpo import DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings, run
+    from training.config import (
+        DataConfig,
+        EvalConfig,
+        GRPORunConfig,
+        GRPOSettings,
+        ModelConfig,
+        WandbSettings,
+    )
+    from training.grpo import run
     from training.rewards import RewardConfig
     from training.sft import SFTRunConfig, sft_train
     from verifier.tiny_model import TinyModelConfig, build
@@ -275,7 +283,7 @@ def main(argv: list[str] | None = None) -> None:
     # SFT warm start: its own problems (seed + 1); GRPO: seed + 2; held-out: seed + 2 + 10000 (disjoint ids),
     # the same held-out records for every model
     t0 = time.monotonic()
-    from training.grpo import load_trajectories_for
+    from training.data import load_trajectories_for
     from verifier.identity import ProblemIndex
     from verifier.io import load_trajectories
 

@@ -122,15 +122,15 @@ def main(argv: list[str] | None = None) -> None:
     from datasets import Dataset
 
     from data_pipeline.synthetic_check import gold_proof, proof_text
-    from training.grpo import (
+    from training.config import (
         DataConfig,
         EvalConfig,
         GRPORunConfig,
         GRPOSettings,
         ModelConfig,
         WandbSettings,
-        run,
     )
+    from training.grpo import run
     from training.prover_reward import ProverRLConfig, problem_rows, synthetic_problems
     from training.sft import SFTRunConfig, sft_train
     from verifier.engine import EndpointConfig
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
         if not (verifier_dir / "config.json").is_file():
             raise SystemExit(f"verifier={cfg.verifier}: not a model folder (no config.json)")
     else:
-        from training.grpo import load_trajectories_for
+        from training.data import load_trajectories_for
 
         vdata = DataConfig(source="synthetic", n_train=cfg.n_verifier_sft, n_eval=0, seed=cfg.seed + 4,
                            prompt_template=cfg.verifier_template,

@@ -85,7 +85,8 @@ def test_run_data_passes_the_heldout_check_and_keeps_every_record(bench, tmp_pat
     """The bench's GRPO/eval runs take all of OUT/held_out.jsonl; the held-out check of training/ladder.py
     (run before any work) accepts that data (it rejected the former n_eval=0 'no cap' and stopped the bench)."""
     from training import ladder
-    from training.grpo import GRPORunConfig, load_trajectories_for
+    from training.config import GRPORunConfig
+    from training.data import load_trajectories_for
     from verifier.io import write_jsonl
 
     gold = _gold()

@@ -110,8 +110,8 @@ def test_budget_that_cannot_fit(vllm_server, files):
 
 def test_error_classes_are_user_errors():
     """The base class other branches subclass (e.g. an output lock held by another process)."""
-    from training.grpo import ToyScaleError
     from training.rewards import JudgeFailureError
+    from training.scale import ToyScaleError
     from verifier.budget import BudgetError
     from verifier.records import RecordError
 

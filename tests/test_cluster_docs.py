@@ -5,7 +5,7 @@ docs/cluster.md, the usage lines in the headers of launch/slurm/*.sbatch and swe
 scripts start (``DRY_RUN=1`` prints them; sweep.sh runs with a ``PYTHON`` that prints its arguments).
 Each command is composed with the Hydra config and schema of its app and checked for the values that
 matter on GPUs: data source, lengths, steps, bf16, the accelerate/DeepSpeed file, the vLLM mode, and the
-scale check (``training.grpo.check_scale``) that stops real models with tiny values.
+scale check (``training.grpo.check_scale``, ``training.scale``) that stops real models with tiny values.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def _launcher(overrides: list[str]) -> dict:
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
 
-    from training.grpo import GRPORunConfig
+    from training.config import GRPORunConfig
     from verifier.config import CONFIG_DIR, register
 
     register("grpo", GRPORunConfig)
@@ -110,7 +110,9 @@ def _sweep_points(overrides: list[str]) -> list[list[str]]:
 
 def check_grpo_run(overrides: list[str], accelerate_file: str | None = None):
     """Compose a GRPO command and check the values of a real-model run."""
-    from training.grpo import GRPORunConfig, check_scale, is_tiny_model
+    from training.config import GRPORunConfig
+    from training.grpo import check_scale
+    from training.scale import is_tiny_model
 
     cfg = _compose("grpo", GRPORunConfig, [o for o in overrides if not o.startswith(("hydra/", "hydra."))])
     check_scale(cfg)  # no ToyScaleError: a real model carries real-model values
@@ -287,7 +289,7 @@ def check_sweep(args: list[str], tmp: Path, env_extra: dict | None = None):
 
 
 def check_grpo_sweep(overrides: list[str]):
-    from training.grpo import build_job_command
+    from launch.jobs import build_job_command
 
     launcher = _launcher([o for o in overrides if o.startswith(("hydra/", "hydra."))] +
                          [o for o in overrides if not o.startswith(("hydra/", "hydra.")) and "," not in o])
@@ -428,7 +430,8 @@ def test_sweep_jobs_generate_with_vllm_and_resume_when_requeued(tmp_path, monkey
     GPUs), the SLURM launcher requeues on timeout/preemption, and a (re)started job runs with resume=true."""
     import subprocess as sp
 
-    from training import grpo
+    from launch import jobs
+    from training.config import GRPORunConfig
 
     cfgs = check_sweep(["model=qwen3_8b", "data.root=/data/grpo"], tmp_path)
     assert all(c.grpo.use_vllm and c.grpo.vllm_mode == "colocate" for c in cfgs)
@@ -436,17 +439,18 @@ def test_sweep_jobs_generate_with_vllm_and_resume_when_requeued(tmp_path, monkey
     assert launcher["max_num_timeout"] >= 1 and launcher["signal_delay_s"] >= 60
     seen = []
     monkeypatch.setattr(sp, "run", lambda cmd, **kw: seen.append(cmd) or sp.CompletedProcess(cmd, 0))
-    cfg = grpo.GRPORunConfig(overrides=["experiment=meta_ver_rl", "output_dir=/x/meta_ver_rl"])
-    grpo.launch_job(cfg, {"gpus_per_node": 8, "nodes": 1})
+    cfg = GRPORunConfig(overrides=["experiment=meta_ver_rl", "output_dir=/x/meta_ver_rl"])
+    jobs.launch_job(cfg, {"gpus_per_node": 8, "nodes": 1})
     assert seen[0][-3:] == ["experiment=meta_ver_rl", "output_dir=/x/meta_ver_rl", "resume=true"]
     seen.clear()
-    grpo.launch_job(grpo.GRPORunConfig(overrides=["resume=false"]), {"gpus_per_node": 8, "nodes": 1})
+    jobs.launch_job(GRPORunConfig(overrides=["resume=false"]), {"gpus_per_node": 8, "nodes": 1})
     assert seen[0][-1] == "resume=false"  # an explicit choice is kept
 
 
 def test_submitit_job_command_is_accelerate_launch(tmp_path):
     """What a submitit job runs: accelerate launch with the configured file and gpus_per_node x nodes processes."""
-    from training.grpo import LaunchSettings, build_job_command
+    from launch.jobs import build_job_command
+    from training.config import LaunchSettings
 
     over = ["profile=cluster", "experiment=base", "output_dir=/x/${experiment_name}"]
     one = build_job_command(LaunchSettings("launch/accelerate/zero3.yaml"), over, {"gpus_per_node": 8, "nodes": 1},
@@ -472,12 +476,14 @@ def test_submitit_job_command_is_accelerate_launch(tmp_path):
 def test_real_model_with_tiny_values_stops_before_loading(tmp_path, monkeypatch):
     """model=qwen3_8b on the default (cpu_tiny) profile: one error naming every offending key, nothing loaded."""
     import training.grpo as grpo
-    from training.grpo import GRPORunConfig, ToyScaleError
+    from training import trainer
+    from training.config import GRPORunConfig
+    from training.scale import ToyScaleError, toy_values
 
     def boom(*a, **k):
         raise AssertionError("loaded something before the scale check")
 
-    monkeypatch.setattr(grpo, "load_model", boom)
+    monkeypatch.setattr(trainer, "load_model", boom)
     monkeypatch.setattr(grpo, "load_trajectories_for", boom)
     cfg = _compose("grpo", GRPORunConfig, ["experiment=meta_ver_rl", "model=qwen3_8b", f"output_dir={tmp_path / 'r'}"])
     with pytest.raises(ToyScaleError) as e:
@@ -489,11 +495,11 @@ def test_real_model_with_tiny_values_stops_before_loading(tmp_path, monkeypatch)
     assert not (tmp_path / "r").exists()  # stopped before writing anything
     # each key alone is caught; the eval budget below the completion budget too
     base = ["profile=cluster", "model=qwen3_8b", "data.train_path=/d.jsonl"]
-    assert grpo.toy_values(_compose("grpo", GRPORunConfig, base)) == []
+    assert toy_values(_compose("grpo", GRPORunConfig, base)) == []
     for over, key in [("data.source=synthetic", "data.source"), ("data.train_path=null", "data.train_path"),
                       ("data.n_train=100", "data.n_train"), ("grpo.max_completion_length=64", "grpo.max_completion_length"),
                       ("eval.max_new_tokens=2048", "eval.max_new_tokens=2048 (below")]:
-        bad = grpo.toy_values(_compose("grpo", GRPORunConfig, [*base, over]))
+        bad = toy_values(_compose("grpo", GRPORunConfig, [*base, over]))
         assert len(bad) == 1 and key in bad[0], (over, bad)
     # an SFT output or any other path: the check looks at the model that would be loaded (init_from first)
     with pytest.raises(ToyScaleError, match="init_from|/ckpt/sft"):
@@ -502,7 +508,9 @@ def test_real_model_with_tiny_values_stops_before_loading(tmp_path, monkeypatch)
 
 def test_tiny_model_runs_keep_the_cpu_tiny_values(tiny_model):
     """profile=cpu_tiny is today's tiny setting, and the tiny model (by path or by size) passes the check."""
-    from training.grpo import GRPORunConfig, check_scale, is_tiny_model
+    from training.config import GRPORunConfig
+    from training.grpo import check_scale
+    from training.scale import is_tiny_model
 
     cfg = _compose("grpo", GRPORunConfig, ["experiment=smoke", f"model.name_or_path={tiny_model}"])
     check_scale(cfg)
@@ -520,7 +528,8 @@ def test_tiny_model_runs_keep_the_cpu_tiny_values(tiny_model):
 
 def test_dataclass_defaults_are_not_toy_values():
     """A run built in Python with a real model and a data path passes the check on the dataclass defaults."""
-    from training.grpo import DataConfig, GRPORunConfig, ModelConfig, toy_values
+    from training.config import DataConfig, GRPORunConfig, ModelConfig
+    from training.scale import toy_values
     from training.sft import SFTRunConfig
     from training.sft import toy_values as sft_toy
 
@@ -531,7 +540,8 @@ def test_dataclass_defaults_are_not_toy_values():
 
 
 def test_bf16_is_not_passed_when_unset(tmp_path):
-    from training.grpo import GRPORunConfig, grpo_config
+    from training.config import GRPORunConfig
+    from training.trainer import grpo_config
 
     cfg = _compose("grpo", GRPORunConfig, ["experiment=smoke", f"output_dir={tmp_path}", "grpo.bf16=null"])
     with pytest.raises(ValueError, match="bf16"):  # TRL's own default (bf16) took over: on this CPU it refuses

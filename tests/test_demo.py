@@ -26,7 +26,7 @@ APPS = {  # command -> (config name, schema "module:Class")
     "data_pipeline.augment": ("augment", "data_pipeline.augment:AugmentConfig"),
     "data_pipeline.grpo_dataset": ("grpo_data", "data_pipeline.grpo_dataset:GrpoDataConfig"),
     "training/sft.py": ("sft", "training.sft:SFTRunConfig"),
-    "training/grpo.py": ("grpo", "training.grpo:GRPORunConfig"),
+    "training/grpo.py": ("grpo", "training.config:GRPORunConfig"),
     "eval.verifierbench": ("verifierbench", "eval.verifierbench:VerifierBenchConfig"),
 }
 

@@ -65,7 +65,8 @@ def test_command_line_keys_move_to_the_environment(monkeypatch, capsys):
     """``hydra_main`` moves endpoint keys off the command line before Hydra parses it (nested, inline lists),
     warns that ``ps`` showed them, and leaves a server's ``api_key`` (no ``api_key_env``) warned only."""
     from data_pipeline.candidates import CandidatesConfig
-    from training.grpo import GRPORunConfig, run_name
+    from training.config import GRPORunConfig
+    from training.tracking import run_name
     from verifier.config import compose, keys_out_of_argv
 
     env: dict[str, str] = {}

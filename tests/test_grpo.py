@@ -94,7 +94,8 @@ def test_heldout_evaluation_is_verifierbench_on_the_saved_checkpoint(tmp_path, t
     """
     from eval.score import ScoreConfig
     from eval.score import run as score
-    from training.grpo import GRPORunConfig, run
+    from training.config import GRPORunConfig
+    from training.grpo import run
     from verifier.config import compose
     from verifier.io import read_jsonl
 
@@ -127,7 +128,8 @@ def test_heldout_evaluation_is_verifierbench_on_the_saved_checkpoint(tmp_path, t
 
 def test_llm_meta_reward_for_a_few_grpo_steps(tmp_path, tiny_model, endpoint):
     """Meta-Ver-RL with the LLM meta-verifier on the session vLLM server (grades forced to the B.3 format)."""
-    from training.grpo import GRPORunConfig, run
+    from training.config import GRPORunConfig
+    from training.grpo import run
     from verifier.config import compose
 
     cfg = compose("grpo", GRPORunConfig, ["experiment=smoke", f"output_dir={tmp_path / 'llm'}",
@@ -196,7 +198,7 @@ def test_killed_training_resumes_from_last_checkpoint(tmp_path, tiny_model):
 
 
 def test_resume_without_checkpoint_says_so(tmp_path):
-    from training.grpo import last_checkpoint
+    from training.trainer import last_checkpoint
 
     assert last_checkpoint(tmp_path) is None
     (tmp_path / "checkpoint-4").mkdir()  # half-written: no trainer_state.json
@@ -206,7 +208,7 @@ def test_resume_without_checkpoint_says_so(tmp_path):
 
 
 def test_configs_compose_for_every_experiment_and_model():
-    from training.grpo import GRPORunConfig
+    from training.config import GRPORunConfig
     from verifier.config import compose
 
     ladder = ["base", "rough_rl", "meta_ver_rl", "extra_ann", "pos_aug", "pess_ver", "smoke"]
@@ -237,7 +239,8 @@ def test_configs_compose_for_every_experiment_and_model():
 @pytest.mark.vllm
 def test_lora_grpo_step_in_process(tmp_path, tiny_model):
     """The PEFT LoRA path: one GRPO step, the adapter saved, a merged copy judged by VerifierBench."""
-    from training.grpo import GRPORunConfig, run
+    from training.config import GRPORunConfig
+    from training.grpo import run
     from verifier.config import compose
 
     cfg = compose("grpo", GRPORunConfig, ["experiment=smoke", "model=tiny_lora", f"output_dir={tmp_path / 'lora'}",
@@ -309,7 +312,8 @@ def test_processbench_loader_splits_by_problem_with_the_split_module(shared_data
     # so no gsm8k problem (375 problems, 400 proofs) is on both sides.
     from verifier.formats import load_processbench
     from data_pipeline.splits import split_by_problem
-    from training.grpo import DataConfig, load_trajectories_for
+    from training.config import DataConfig
+    from training.data import load_trajectories_for
 
     train, held = load_trajectories_for(DataConfig(source="processbench", n_train=300, n_eval=94, seed=3))
     assert not {t.problem for t in train} & {t.problem for t in held}
@@ -344,7 +348,8 @@ def test_failed_judge_call_is_neutral_in_the_grpo_advantage(tmp_path, tiny_model
     import pandas as pd
 
     from training import rewards
-    from training.grpo import GRPORunConfig, run
+    from training.config import GRPORunConfig
+    from training.grpo import run
     from verifier.config import compose
 
     monkeypatch.setattr(rewards, "RuleMetaVerifier", _ScriptedJudge)

@@ -58,7 +58,9 @@ def colocate_check(out: str, tiny_model: str) -> None:
     from transformers import AutoModelForCausalLM
     from vllm import SamplingParams
 
-    from training.grpo import GRPORunConfig, build_trainer, load_trajectories_for
+    from training.config import GRPORunConfig
+    from training.data import load_trajectories_for
+    from training.trainer import build_trainer
     from verifier.config import compose
 
     outp = Path(out)

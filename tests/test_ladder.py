@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from training import ladder, preflight
-from training.grpo import GRPORunConfig, check_scale
+from training.config import GRPORunConfig
+from training.grpo import check_scale
 from verifier.config import compose
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,12 +83,13 @@ def test_pess_ver_evaluates_the_pos_aug_run_and_does_not_train(tmp_path):
 
 def test_no_held_out_data_stops_before_loading(layout, tiny_model, tmp_path, monkeypatch):
     import training.grpo as grpo
+    from training import trainer
 
     def boom(*a, **k):
         raise AssertionError("loaded data or a model")
 
     monkeypatch.setattr(grpo, "load_trajectories_for", boom)
-    monkeypatch.setattr(grpo, "load_model", boom)
+    monkeypatch.setattr(trainer, "load_model", boom)
     args = ["experiment=meta_ver_rl", f"model.name_or_path={tiny_model}", "data.source=jsonl",
             f"data.train_path={layout / 'base' / 'trajectories.jsonl'}", f"output_dir={tmp_path / 'run'}",
             "wandb.enabled=false"]
@@ -151,7 +153,7 @@ def test_thinking_policy_needs_thinking_budgets(layout):
 
 
 def test_lora_and_full_fine_tuning_get_their_own_learning_rates(layout):
-    from training.grpo import grpo_config
+    from training.trainer import grpo_config
 
     cpu = "grpo.bf16=false"  # GRPOConfig refuses bf16 on a CPU machine
     lora = _cluster("qwen3_8b", "meta_ver_rl", f"data.root={layout}", cpu)
@@ -228,12 +230,13 @@ def test_dead_meta_verifier_stops_the_run_before_loading(tiny_model, tmp_path, m
     """Item 3: the meta-verifier URL is asked for its models at start-up, not after the first generated batch."""
     import training.grpo as grpo
     from tests.conftest import free_port
+    from training import trainer
 
     def boom(*a, **k):
         raise AssertionError("loaded data or a model")
 
     monkeypatch.setattr(grpo, "load_trajectories_for", boom)
-    monkeypatch.setattr(grpo, "load_model", boom)
+    monkeypatch.setattr(trainer, "load_model", boom)
     cfg = compose("grpo", GRPORunConfig, ["experiment=meta_ver_rl", f"model.name_or_path={tiny_model}",
                                           "reward.meta_judge=llm", "eval.enabled=false", "wandb.enabled=false",
                                           f"reward.endpoint.base_url=http://127.0.0.1:{free_port()}/v1",

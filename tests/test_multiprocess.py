@@ -2,7 +2,7 @@
 
 ``accelerate launch --config_file launch/accelerate/cpu_<ddp|zero2|zero3>.yaml --num_processes 2
 training/grpo.py ...`` starts two real ranks (gloo): DDP, DeepSpeed ZeRO-2 and ZeRO-3, LoRA and full
-fine-tuning. Every rank writes ``ranks/rank<R>.jsonl`` (training.grpo.rank_log_callback); the tests
+fine-tuning. Every rank writes ``ranks/rank<R>.jsonl`` (training.trainer.rank_log_callback); the tests
 read those to prove both ranks stepped, load the checkpoints, kill a ZeRO-3 run and resume it, and
 kill the meta-verifier's vLLM server under a 2-rank run (both ranks stop with JudgeFailureError).
 """

@@ -8,7 +8,9 @@ from training.phase_times import KEYS, PHASES
 
 
 def test_phase_times_are_in_the_log_history_and_add_up_to_trls_step_time(tmp_path, tiny_model, monkeypatch):
-    from training.grpo import GRPORunConfig, build_trainer, load_trajectories_for
+    from training.config import GRPORunConfig
+    from training.data import load_trajectories_for
+    from training.trainer import build_trainer
     from verifier.config import compose
 
     monkeypatch.setenv("WANDB_MODE", "disabled")

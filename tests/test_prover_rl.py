@@ -129,7 +129,9 @@ def test_prover_config_errors():
 
 
 def test_prover_rl_experiment_composes_on_both_profiles():
-    from training.grpo import GRPORunConfig, ToyScaleError, check_scale
+    from training.config import GRPORunConfig
+    from training.grpo import check_scale
+    from training.scale import ToyScaleError
     from verifier.config import compose
 
     tiny = compose("grpo", GRPORunConfig, ["experiment=prover_rl", "prover.pool.rule=majority",

@@ -65,7 +65,8 @@ def test_endpoint_options_validated_and_in_cache_fingerprint():
 
 
 def test_grpo_config_passes_truncation_mask_and_policy_template_kwargs(tmp_path):
-    from training.grpo import GRPORunConfig, grpo_config
+    from training.config import GRPORunConfig
+    from training.trainer import grpo_config
     from verifier.config import compose
 
     cfg = compose("grpo", GRPORunConfig, ["experiment=smoke", f"output_dir={tmp_path}",
@@ -173,7 +174,8 @@ def test_meta_reward_budget_comes_from_the_endpoint(reasoning_endpoint):
 @pytest.mark.slow
 def test_llm_meta_reward_through_a_reasoning_judge_in_a_grpo_step(tmp_path, tiny_model, reasoning_endpoint):
     """(d) One real TRL GRPO step whose Meta-Ver-RL reward comes from a thinking meta-verifier."""
-    from training.grpo import GRPORunConfig, run
+    from training.config import GRPORunConfig
+    from training.grpo import run
     from verifier.config import compose
 
     out = tmp_path / "think"

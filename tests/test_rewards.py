@@ -164,7 +164,7 @@ def test_trajectory_column_roundtrip():
 
 def test_rough_rl_meta_weight_zero_does_not_abort_on_judge_failures():
     """rough_rl logs the meta grade with weight 0: a failing LLM meta-verifier must not stop training."""
-    from training.grpo import GRPORunConfig
+    from training.config import GRPORunConfig
     from verifier.config import compose
     from verifier.engine import EndpointConfig
 

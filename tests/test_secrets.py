@@ -179,7 +179,8 @@ def test_serve_keeps_its_key_out_of_logs_and_files(tiny_model, tmp_path):
 
 def test_redact_and_run_names_drop_keys(tmp_path):
     """The one redaction helper on a real composed config, and the GRPO run name."""
-    from training.grpo import GRPORunConfig, run_name
+    from training.config import GRPORunConfig
+    from training.tracking import run_name
     from verifier.config import compose, redact
     from verifier.hydra_callbacks import redact_saved_config
 

@@ -119,7 +119,8 @@ def test_one_sft_step(smollm2_model, tmp_path):
 
 
 def test_one_lora_grpo_step(smollm2_model, tmp_path):
-    from training.grpo import GRPORunConfig, run
+    from training.config import GRPORunConfig
+    from training.grpo import run
     from verifier.config import compose
 
     cfg = compose("grpo", GRPORunConfig, [

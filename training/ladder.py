@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from training.scale import is_tiny_model
+
 log = logging.getLogger("training.ladder")
 
 TRAIN_FILE = "trajectories.jsonl"  # data_pipeline.grpo_dataset out=DIR/<variant>
@@ -36,7 +38,7 @@ class LadderConfigError(ValueError):
 def resolve_data(cfg: Any) -> None:
     """Fill ``data.train_path`` / ``data.eval_path`` from ``data.root`` and ``data.variant`` (in place).
 
-    >>> from training.grpo import GRPORunConfig
+    >>> from training.config import GRPORunConfig
     >>> c = GRPORunConfig(); c.data.source = "jsonl"; c.data.root = "/d"; c.data.variant = "pos_aug"
     >>> resolve_data(c); c.data.train_path, c.data.eval_path
     ('/d/pos_aug/trajectories.jsonl', '/d/held_out.jsonl')
@@ -109,8 +111,6 @@ THINK_TOKENS = 8192  # the completion budget a thinking policy needs (docs/clust
 
 def thinking_policy(cfg: Any) -> bool:
     """A real policy that thinks: a Qwen3-class name whose chat template is not switched to non-thinking."""
-    from training.grpo import is_tiny_model
-
     name = str(cfg.init_from or cfg.model.name_or_path)
     kw = cfg.grpo.chat_template_kwargs or {}
     if kw.get("enable_thinking") is False or "instruct-2507" in name.lower():

@@ -75,7 +75,7 @@ def install(trainer) -> PhaseClock:
     """Time ``trainer``'s GRPO step phases and log them with its metrics; returns the clock.
 
     Call after anything that replaces ``trainer.vllm_generation.sync_weights`` (the CPU colocate sync of
-    ``training.grpo``), so that the replacement is what gets timed. Installing twice is a no-op.
+    ``training.trainer``), so that the replacement is what gets timed. Installing twice is a no-op.
     """
     from transformers import TrainerCallback
 

@@ -27,6 +27,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from training.model import ensure_model
+from verifier.offline import llm_kwargs
+
 log = logging.getLogger("training.preflight")
 
 
@@ -44,8 +47,6 @@ def _eval_model(cfg: Any) -> str:
 
 def vllm_engines(cfg: Any) -> list[tuple[str, dict[str, Any]]]:
     """(config key, ``vllm.LLM`` keyword arguments) of every offline vLLM engine the run will build."""
-    from verifier.offline import llm_kwargs
-
     engines: list[tuple[str, dict[str, Any]]] = []
     if cfg.eval.enabled and cfg.eval.engine == "offline":
         off = dataclasses.replace(cfg.eval.offline, model=_eval_model(cfg))
@@ -80,8 +81,6 @@ def _model_config_local(model: str) -> bool:
 
 def validate_engine(key: str, kw: dict[str, Any]) -> str:
     """Validate one engine's arguments with vLLM's config classes; returns how ('engine_config' | 'classes')."""
-    from training.grpo import ensure_model
-
     kw = dict(kw)
     memo = (key, repr(sorted(kw.items())))
     if memo in _VALID:  # the same engine arguments already passed (a sweep composed in one process)

@@ -25,21 +25,32 @@ synthetic task both log, per step, the verifier's acceptance, the true correctne
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from data_pipeline.synthetic import generate_synthetic
+from data_pipeline.synthetic_check import check_proof, parse_problem
+from eval.proverbench import ProverBenchConfig, RefineConfig, decide, judgments_path
+from eval.proverbench import run as proverbench
 from training.rewards import JudgeFailureError, _all_ranks_sum, _log, _log_extra, _world_size, completion_text
 from verifier.engine import EndpointConfig, OpenAIEngine
 from verifier.formats import ProofProblem, load_proofbench_problems
+from verifier.generation import GenerationConfig
 from verifier.identity import ProblemIndex
+from verifier.io import load_trajectories, write_jsonl
 from verifier.judging import JudgeConfig
+from verifier.offline import VLLMOfflineEngine
 from verifier.pool import PoolConfig, pool_accepts, pool_score
 from verifier.records import ProofTrajectory, Verdict
+from verifier.results import WandbConfig
+from verifier.runner import ajudge, read_rows
 from verifier.templates import as_messages, render, split_proof_steps
 
 log = logging.getLogger(__name__)
@@ -78,7 +89,7 @@ class ProverRLConfig:
 
 
 def prover_toy_values(cfg: ProverRLConfig, data: Any, toy_records: int, toy_tokens: int) -> list[str]:
-    """The tiny-profile values of a prover run's data and judge (``training.grpo.toy_values`` adds the budgets)."""
+    """The tiny-profile values of a prover run's data and judge (``training.scale.toy_values`` adds the budgets)."""
     bad = []
     if not cfg.problems:
         bad.append("prover.problems=null (synthetic problems, the tiny stand-in; give a problems JSONL / CSV)")
@@ -169,8 +180,6 @@ def _trajs(completions: Sequence[Any], kwargs: dict[str, Any], round_: int = 0) 
 
 def gold_truth(trajs: Sequence[ProofTrajectory]) -> list[bool | None]:
     """True correctness by the exact checker where the problem is synthetic, else None."""
-    from data_pipeline.synthetic_check import check_proof, parse_problem
-
     out: list[bool | None] = []
     for t in trajs:
         try:
@@ -239,10 +248,6 @@ class ProverReward(_StepLog):
         self.step = 0
 
     async def __call__(self, completions: list, **kwargs) -> list[float | None]:
-        import asyncio
-
-        from verifier.runner import ajudge
-
         trajs = _trajs(completions, kwargs)
         # distinct ids per step: pass seeds differ from step to step (a proof written twice is judged afresh)
         trajs = [dataclasses.replace(t, id=f"s{self.step}/{t.id}") for t in trajs]
@@ -335,13 +340,6 @@ def summary(funcs: Sequence[Any]) -> dict[str, Any]:
 def gold_table(out: Any, n_members: int, rule: str) -> dict[str, Any]:
     """True correctness and hacking of a ProverBench run on synthetic problems (read from its files): for the
     round-0 proofs and for the latest version of each (problem, sample) after the refine rounds."""
-    from pathlib import Path
-
-    from data_pipeline.synthetic_check import check_proof
-    from eval.proverbench import decide, judgments_path
-    from verifier.io import load_trajectories
-    from verifier.runner import read_rows
-
     out = Path(out)
     rows = [read_rows(judgments_path(out, k)) for k in range(n_members)]
     latest: dict[tuple[str, int], ProofTrajectory] = {}
@@ -377,14 +375,6 @@ def evaluate_prover(cfg: ProverRLConfig, ev: Any, out: Any, problems: Sequence[A
     ``vllm.LLM`` on ``model_dir`` (``eval.offline``), ``endpoint`` with a served prover (``eval.endpoint``);
     the verifier (pool) judges with ``prover.judge``; ``prover.eval_refine_rounds`` refine rounds. On
     synthetic problems the document adds ``gold``: true correctness and hacking (``gold_table``)."""
-    from pathlib import Path
-
-    from eval.proverbench import ProverBenchConfig, RefineConfig
-    from eval.proverbench import run as proverbench
-    from verifier.generation import GenerationConfig
-    from verifier.io import write_jsonl
-    from verifier.results import WandbConfig
-
     d = Path(out) / "heldout"
     d.mkdir(parents=True, exist_ok=True)
     data = d / "problems.jsonl"
@@ -399,8 +389,6 @@ def evaluate_prover(cfg: ProverRLConfig, ev: Any, out: Any, problems: Sequence[A
                            wandb=WandbConfig(enabled=False))
     engine = None
     if ev.engine == "offline":
-        from verifier.offline import VLLMOfflineEngine
-
         engine = VLLMOfflineEngine(dataclasses.replace(ev.offline, model=str(model_dir)))
     try:
         doc = proverbench(pb, generator_engine=engine)

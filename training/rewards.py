@@ -6,7 +6,7 @@ column (``gold_verdict``, ``first_fatal_error_step``, ``trajectory``, ...; see
 ``data_pipeline.grpo_dataset.GRPO_COLUMNS``) arrives as a keyword list, plus
 ``log_metric`` / ``log_extra`` callbacks. A reward returns one float per
 completion, or ``None`` where it has no opinion (TRL turns it into NaN; with the
-aggregation ``training.grpo.reward_aggregation`` sets, it is left out of the group
+aggregation ``training.trainer.reward_aggregation`` sets, it is left out of the group
 baseline and gets no advantage from that component).
 
 Components (composable with ``GRPOConfig.reward_weights``):
@@ -454,7 +454,7 @@ def build_reward_funcs(cfg: RewardConfig, reader: CompletionReader | None = None
                        ) -> tuple[list[Callable], list[float]]:
     """The TRL ``reward_funcs`` and ``reward_weights`` for a run's reward config.
 
-    ``reader`` (:meth:`CompletionReader.for_tokenizer`, set by ``training.grpo``): every component
+    ``reader`` (:meth:`CompletionReader.for_tokenizer`, set by ``training.trainer``): every component
     reads completions with it, so a truncated completion scores 0 in each.
 
     >>> fns, w = build_reward_funcs(RewardConfig(components={"format": 0.1, "meta": 1.0}))

@@ -25,8 +25,15 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from training.grpo import DataConfig, ModelConfig, WandbSettings
+from data_pipeline.synthetic import gold_verification
+from training.config import DataConfig, ModelConfig, WandbSettings
+from training.data import load_trajectories_for
+from training.model import load_model
+from training.scale import data_toy_values, raise_on_toy_values
+from verifier.config import hydra_main, redact
 from verifier.errors import InputError
+from verifier.parser import format_verification
+from verifier.templates import as_messages, verification_prompt
 
 log = logging.getLogger("training.sft")
 
@@ -65,8 +72,6 @@ TOY_SFT_LEARNING_RATE = 1e-3  # the tiny random model's rate; it wrecks a pretra
 
 def toy_values(cfg: SFTRunConfig) -> list[str]:
     """Every key of an SFT run that carries a tiny-profile value, each with the reason."""
-    from training.grpo import data_toy_values
-
     bad = data_toy_values(cfg.data, need_eval_cap=False)
     if cfg.max_length is not None and cfg.max_length <= TOY_SFT_MAX_LENGTH:
         bad.append(f"max_length={cfg.max_length} (<= {TOY_SFT_MAX_LENGTH} tokens: proofs would be cut)")
@@ -77,8 +82,6 @@ def toy_values(cfg: SFTRunConfig) -> list[str]:
 
 def check_scale(cfg: SFTRunConfig, model_path: str | None = None) -> None:
     """Stop a real-model SFT run that still has tiny-profile values, before loading anything."""
-    from training.grpo import raise_on_toy_values
-
     raise_on_toy_values(model_path or cfg.model.name_or_path, toy_values(cfg), "sft_profile=cluster", smoke=cfg.smoke)
 
 
@@ -97,8 +100,6 @@ def gold_text(traj, style: str = "short") -> str:
     first_error_step: 1
     </final_answer>
     """
-    from verifier.parser import format_verification
-
     if style == "minimal":
         ann = traj.annotation
         if ann is None:
@@ -107,8 +108,6 @@ def gold_text(traj, style: str = "short") -> str:
             "A step is wrong." if ann.fatal_step_unknown else f"Step {ann.first_fatal_error_step} is wrong.")
         return format_verification(ann.polarity, ann.first_fatal_error_step, why)
     if (traj.meta or {}).get("synthetic") is not None:
-        from data_pipeline.synthetic import gold_verification
-
         return gold_verification(traj, style)
     ann = traj.annotation
     if ann is None:
@@ -122,8 +121,6 @@ def sft_dataset(trajs: Sequence, style: str = "short", with_reference: bool = Fa
     """A ``datasets.Dataset`` of conversational prompt-completion rows."""
     from datasets import Dataset
 
-    from verifier.templates import as_messages, verification_prompt
-
     return Dataset.from_list([{
         "prompt": as_messages(verification_prompt(t, with_reference=with_reference, template=template)),
         "completion": [{"role": "assistant", "content": gold_text(t, style)}],
@@ -134,8 +131,6 @@ def sft_train(cfg: SFTRunConfig, trajs: Sequence, model_path: str | None = None,
     """Fine-tune on the gold verifications of ``trajs`` (or on ``dataset``: prompt-completion rows, e.g. the
     prover's gold proofs, ``bench/bench_prover.py``); returns ``output_dir/final``."""
     from trl import SFTConfig, SFTTrainer
-
-    from training.grpo import load_model
 
     check_scale(cfg, model_path)
     out = Path(cfg.output_dir)
@@ -167,19 +162,13 @@ def sft_train(cfg: SFTRunConfig, trajs: Sequence, model_path: str | None = None,
 
 
 def main() -> None:
-    from verifier.config import hydra_main
-
     @hydra_main("sft", SFTRunConfig)
     def _main(cfg: SFTRunConfig) -> None:
-        from training.grpo import load_trajectories_for
-
         check_scale(cfg)  # a real model with tiny values stops before data or model are loaded
         logging.basicConfig(level=logging.INFO)
         os.environ.setdefault("WANDB_MODE", "offline" if not os.environ.get("WANDB_API_KEY") else "online")
         train, _ = load_trajectories_for(cfg.data)
         (Path(cfg.output_dir)).mkdir(parents=True, exist_ok=True)
-        from verifier.config import redact
-
         (Path(cfg.output_dir) / "config.json").write_text(json.dumps(redact(cfg), indent=1, default=str))
         path = sft_train(cfg, train)
         print(path)

@@ -2,7 +2,7 @@
 
 ``UserError`` is the base of every error whose cause is the user's input, not the code: a bad
 record (``verifier.records.RecordError``, ``verifier.io.DatasetError``), a bad config value
-(``InputError``), toy-scale values in a real run (``training.grpo.ToyScaleError``), a budget that
+(``InputError``), toy-scale values in a real run (``training.scale.ToyScaleError``), a budget that
 cannot fit (``verifier.budget.BudgetError``), a judge endpoint that keeps failing
 (``training.rewards.JudgeFailureError``), an output held by another process (subclass ``UserError``).
 Missing files (``FileNotFoundError``) and Hydra's own errors (unknown override key, bad override

@@ -14,12 +14,18 @@ import hashlib
 import re
 import unicodedata
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from verifier.errors import InputError
 
-if TYPE_CHECKING:  # records imports this module for derived ids
-    from verifier.records import ProofTrajectory
+
+class Problem(Protocol):
+    """What identity reads of a record (``verifier.records.ProofTrajectory``; records imports this module)."""
+
+    id: str
+    problem_id: str
+    problem: str
+
 
 _LATEX_SPACING = re.compile(r"\\(?:[,;:! ]|quad|qquad|left|right|displaystyle|textstyle)")
 
@@ -64,7 +70,7 @@ def problem_id_of(problem: str, prefix: str | None = None) -> str:
 class ProblemIndex:
     """The problems of a set of records (by ``problem_id`` and by text) and its record ids: the one leak check."""
 
-    def __init__(self, records: Iterable[ProofTrajectory] = ()):
+    def __init__(self, records: Iterable[Problem] = ()):
         self.by_id: dict[str, str] = {}
         self.by_text: dict[str, str] = {}
         self.record_ids: set[str] = set()
@@ -79,7 +85,7 @@ class ProblemIndex:
     def has_text(self, problem: str) -> bool:
         return problem_id_of(problem) in self.by_text
 
-    def shared(self, t: ProofTrajectory) -> str | None:
+    def shared(self, t: Problem) -> str | None:
         """Why ``t`` is on both sides (a message naming the record, the field and the indexed record), or None."""
         if t.problem_id in self.by_id:
             return (f"record {t.id!r}, field 'problem_id': problem {t.problem_id!r} is on both sides "
@@ -93,7 +99,7 @@ class ProblemIndex:
         return None
 
 
-def assert_disjoint(train: Iterable[ProofTrajectory], held_out: Iterable[ProofTrajectory], why: str = "") -> None:
+def assert_disjoint(train: Iterable[Problem], held_out: Iterable[Problem], why: str = "") -> None:
     """Raise ``InputError`` naming the first training record that shares a problem (id or text) or a record id
     with the held-out set; ``why`` is appended to the message."""
     index = ProblemIndex(held_out)
