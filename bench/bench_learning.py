@@ -43,7 +43,7 @@ os.environ.setdefault("WANDB_SILENT", "true")
 @dataclass
 class BenchConfig:
     out: str = "runs/bench_learning"
-    seed: int = 0  # model, SFT and data seed
+    seed: int = 1  # model, SFT and data seed (the GRPO knobs were chosen on seed 0's data: docs/training.md)
     seeds: str = "0,1,2"  # GRPO seeds of each arm (rough_rl, meta_ver_rl)
     # model (the demo's tiny model, configs/demo.yaml)
     hidden_size: int = 128
