@@ -87,6 +87,11 @@ class BenchConfig:
     eval_passes: int = 8
     eval_temperature: float = 0.5
     bootstrap_n: int = 1000
+    # resume: a finished stage (SFT, each evaluated run) whose recorded settings equal this invocation's is read
+    # back instead of redone (a killed stage is redone whole); several invocations may share one `out` with
+    # disjoint `seeds` (parallel workers) and a last one with all seeds writes the report
+    resume: bool = True
+    report: bool = True  # false: train and evaluate only (a worker of a shared `out`)
 
 
 def _overrides(argv: list[str], cfg: BenchConfig) -> BenchConfig:
@@ -226,6 +231,49 @@ def meta_f1_delta_ci(gold, a_seeds, b_seeds, n: int, seed: int, level: float = 0
     return point, lo, hi
 
 
+def _settings(obj: Any) -> Any:
+    """A JSON-comparable form of a (nested) config dataclass: what a resumed stage must match."""
+    return json.loads(json.dumps(dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj, default=str))
+
+
+def done_stage(marker: Path, settings: Any, resume: bool) -> bool:
+    """True when ``marker`` records exactly ``settings`` (the stage finished with them and can be reused).
+
+    A marker with other settings is an error naming the differing keys (silently reusing a stage trained with
+    other knobs would mix experiments); without ``resume`` an existing marker is an error too.
+    """
+    if not marker.is_file():
+        return False
+    have = json.loads(marker.read_text())
+    if not resume:
+        raise SystemExit(f"{marker.parent}: a finished stage is there and resume=false: use another out= or delete it")
+    if have != settings:
+        diff = sorted(k for k in {*have, *settings} if have.get(k) != settings.get(k)) if isinstance(have, dict) \
+            and isinstance(settings, dict) else ["<settings>"]
+        raise SystemExit(f"{marker.parent}: finished with other settings ({', '.join(diff)} differ): use another "
+                         "out= or delete that folder")
+    return True
+
+
+def mark_done(marker: Path, settings: Any) -> None:
+    """Record that the stage in ``marker.parent`` finished with ``settings`` (atomic)."""
+    tmp = marker.with_suffix(".tmp")
+    tmp.write_text(json.dumps(settings, indent=1, sort_keys=True))
+    os.replace(tmp, marker)
+
+
+def write_if_changed(path: Path, records) -> None:
+    """Write a JSONL atomically, and only when its content differs (a parallel worker may be reading it)."""
+    from verifier.io import write_jsonl
+
+    tmp = path.with_suffix(path.suffix + f".{os.getpid()}.tmp")
+    write_jsonl(tmp, records)
+    if path.is_file() and path.read_bytes() == tmp.read_bytes():
+        tmp.unlink()
+    else:
+        os.replace(tmp, path)
+
+
 def run_data_config(out: Path):
     """The data of every GRPO / evaluation run of the bench: OUT/grpo_train.jsonl and all of OUT/held_out.jsonl
     (``n_train``/``n_eval`` None: no cap; 0 is rejected by the held-out check of ``training/ladder.py``)."""
@@ -309,12 +357,10 @@ def main(argv: list[str] | None = None) -> None:
                          "with the warm start's data is not checked"), flush=True)
     if len(gold) < 20:
         raise SystemExit(f"only {len(gold)} held-out records left after removing training problems: raise n_eval")
-    from verifier.io import write_jsonl
-
     if not cfg.init_from:  # a later run can start from this warm start: init_from=OUT/sft/final exclude_problems_of=this
-        write_jsonl(out / "sft_train.jsonl", sft_trajs)
-    write_jsonl(out / "grpo_train.jsonl", grpo_trajs)
-    write_jsonl(out / "held_out.jsonl", gold)  # every model is judged on exactly these records
+        write_if_changed(out / "sft_train.jsonl", sft_trajs)
+    write_if_changed(out / "grpo_train.jsonl", grpo_trajs)
+    write_if_changed(out / "held_out.jsonl", gold)  # every model is judged on exactly these records
     run_data = run_data_config(out)
     sft_cfg = SFTRunConfig(output_dir=str(out / "sft"), model=ModelConfig(name_or_path=str(model_dir)),
                            data=data(cfg.n_sft, cfg.seed + 1), style=cfg.style, max_steps=cfg.sft_steps,
@@ -333,8 +379,15 @@ def main(argv: list[str] | None = None) -> None:
             sft_trajs, moved = with_noisy_steps(sft_trajs, cfg.sft_step_noise, seed=cfg.seed)
             print(f"[bench-learning] noisier SFT targets: {moved} of {len(sft_trajs)} name a first error step "
                   "2-3 steps off", flush=True)
-        sft_model = sft_train(sft_cfg, sft_trajs)
-        tick("SFT", t0)
+        sft_marker = out / "sft" / "bench_done.json"
+        sft_settings = {"sft": _settings(sft_cfg), "sft_step_noise": cfg.sft_step_noise}
+        if done_stage(sft_marker, sft_settings, cfg.resume):
+            sft_model = out / "sft" / "final"
+            print(f"[bench-learning] SFT warm start: {sft_model} (resumed: finished with these settings)", flush=True)
+        else:
+            sft_model = sft_train(sft_cfg, sft_trajs)
+            mark_done(sft_marker, sft_settings)
+            tick("SFT", t0)
 
     ev = EvalConfig(n_passes=cfg.eval_passes, aggregation="pessimistic", max_new_tokens=cfg.max_completion_length,
                     temperature=cfg.eval_temperature, bootstrap_n=cfg.bootstrap_n,
@@ -359,8 +412,17 @@ def main(argv: list[str] | None = None) -> None:
     runs: dict[str, list[dict[str, Any]]] = {}  # arm -> one metrics dict per seed
     counts: dict[str, list[Any]] = {}  # arm -> one [records, COLUMNS] array per seed
     locs: dict[str, list[Any]] = {}  # arm -> one [records, (rejected invalid, step exact)] array per seed
+    def run_or_resume(name: str, rc: GRPORunConfig) -> dict[str, Any]:
+        marker, settings = out / name / "bench_done.json", _settings(rc)
+        if done_stage(marker, settings, cfg.resume):
+            print(f"[bench-learning] {name}: resumed (finished with these settings)", flush=True)
+            return json.loads((out / name / "metrics.json").read_text())
+        m = run(rc)
+        mark_done(marker, settings)
+        return m
+
     t0 = time.monotonic()
-    m = run(run_cfg("base", False, {"meta": 1.0}, cfg.seed))
+    m = run_or_resume("base", run_cfg("base", False, {"meta": 1.0}, cfg.seed))
     runs["base"], counts["base"] = [m], [record_counts(gold, out / "base" / "heldout" / "judgments.jsonl")]
     locs["base"] = [localisation_rows(gold, out / "base" / "heldout" / "judgments.jsonl")]
     tick("base = SFT warm start (eval)", t0)
@@ -368,12 +430,16 @@ def main(argv: list[str] | None = None) -> None:
         for arm, comps in arms.items():
             t0 = time.monotonic()
             name = f"{arm}/seed{seed}"
-            m = run(run_cfg(name, True, comps, seed))
+            m = run_or_resume(name, run_cfg(name, True, comps, seed))
             runs.setdefault(arm, []).append(m)
             counts.setdefault(arm, []).append(record_counts(gold, out / name / "heldout" / "judgments.jsonl"))
             locs.setdefault(arm, []).append(localisation_rows(gold, out / name / "heldout" / "judgments.jsonl"))
             tick(f"{name} (GRPO + eval)", t0)
 
+    if not cfg.report:
+        print(f"[bench-learning] report=false: runs of seeds {cfg.seeds} done in {out}; total "
+              f"{time.monotonic() - t_start:.0f}s", flush=True)
+        return
     spec = BootstrapSpec(n=cfg.bootstrap_n, seed=cfg.seed)
     before = runs["base"][0]["per_record_reward"]
     rows = []

@@ -96,3 +96,31 @@ def test_run_data_passes_the_heldout_check_and_keeps_every_record(bench, tmp_pat
     ladder.check_heldout(GRPORunConfig(experiment_name="base", train=False, data=data))
     train, held = load_trajectories_for(data)
     assert [t.id for t in train] == [t.id for t in gold[:30]] and [t.id for t in held] == [t.id for t in gold[30:]]
+
+
+def test_a_finished_stage_is_reused_only_with_the_same_settings(bench, tmp_path):
+    """Resume (bench_learning.done_stage / mark_done): a stage's marker holds the settings it finished with; the
+    same settings resume it, other settings are an error naming the keys, resume=false refuses to reuse it."""
+    marker = tmp_path / "rough_rl" / "seed0" / "bench_done.json"
+    marker.parent.mkdir(parents=True)
+    settings = {"lr": 3e-5, "steps": 32, "data": {"n": 256}}
+    assert not bench.done_stage(marker, settings, resume=True)  # nothing finished yet: run it
+    bench.mark_done(marker, settings)
+    assert bench.done_stage(marker, settings, resume=True)
+    with pytest.raises(SystemExit, match="lr differ"):
+        bench.done_stage(marker, {**settings, "lr": 1e-4}, resume=True)
+    with pytest.raises(SystemExit, match="resume=false"):
+        bench.done_stage(marker, settings, resume=False)
+
+
+def test_write_if_changed_keeps_an_identical_file(bench, tmp_path):
+    """A parallel worker rewriting the shared data files leaves an identical file untouched (a reader of it is safe)."""
+    import os
+
+    p = tmp_path / "held_out.jsonl"
+    bench.write_if_changed(p, [{"id": "a"}])
+    t = os.stat(p).st_mtime_ns
+    bench.write_if_changed(p, [{"id": "a"}])
+    assert os.stat(p).st_mtime_ns == t and not list(tmp_path.glob("*.tmp"))
+    bench.write_if_changed(p, [{"id": "b"}])
+    assert '"b"' in p.read_text()
