@@ -196,9 +196,10 @@ def pooled_metrics(gold, per_seed, spec) -> dict[str, Any]:
     return metric_table(rows, clusters, list(METRICS), spec)
 
 
-def meta_f1_delta_ci(gold, a_seeds, b_seeds, n: int, seed: int, level: float = 0.95):
-    """Meta Balanced F1 of arm A minus arm B, with a bootstrap CI that resamples problems (paired: the same
-    problems for both arms) and, independently per arm, the training seeds."""
+def metric_deltas_ci(gold, a_seeds, b_seeds, n: int, seed: int, level: float = 0.95) -> dict[str, tuple]:
+    """Arm A minus arm B in each of Rough / Meta TPR, TNR, Balanced F1 (section 5.4's metrics), with bootstrap
+    CIs that resample problems (paired: the same problems for both arms) and, independently per arm, the
+    training seeds. Returns ``{metric: (point, lo, hi)}``."""
     import numpy as np
 
     from eval.metrics import COLUMNS
@@ -206,29 +207,36 @@ def meta_f1_delta_ci(gold, a_seeds, b_seeds, n: int, seed: int, level: float = 0
 
     pids = sorted({t.problem_id for t in gold})
     col = {c: i for i, c in enumerate(COLUMNS)}
+    idx = np.array([pids.index(t.problem_id) for t in gold])
 
     def per_problem(seeds):  # [S, P, K]: counts of each problem under each seed
-        idx = np.array([pids.index(t.problem_id) for t in gold])
         out = np.zeros((len(seeds), len(pids), len(COLUMNS)))
         for s, rows in enumerate(seeds):
             np.add.at(out[s], idx, rows)
         return out
 
-    def f1(sums):
-        tpr = safe_ratio(sums[..., col["meta_tp"]], sums[..., col["pos"]])
-        tnr = safe_ratio(sums[..., col["meta_tn"]], sums[..., col["neg"]])
-        return harmonic(tpr, tnr)
+    def values(sums) -> dict[str, Any]:
+        got = {}
+        for level_, prefix in (("rough", ""), ("meta", "meta_")):
+            tpr = safe_ratio(sums[..., col[f"{prefix}tp"]], sums[..., col["pos"]])
+            tnr = safe_ratio(sums[..., col[f"{prefix}tn"]], sums[..., col["neg"]])
+            got |= {f"{level_}.tpr": tpr, f"{level_}.tnr": tnr, f"{level_}.balanced_f1": harmonic(tpr, tnr)}
+        return got
 
     A, B = per_problem(a_seeds), per_problem(b_seeds)
-    point = float(f1(A.sum((0, 1))) - f1(B.sum((0, 1))))
+    point_a, point_b = values(A.sum((0, 1))), values(B.sum((0, 1)))
     rng = np.random.default_rng(seed)
     P = rng.integers(0, len(pids), size=(n, len(pids)))
     sa = rng.integers(0, len(A), size=(n, len(A)))
     sb = rng.integers(0, len(B), size=(n, len(B)))
-    boot_a = A[sa[:, :, None], P[:, None, :]].sum((1, 2))
-    boot_b = B[sb[:, :, None], P[:, None, :]].sum((1, 2))
-    lo, hi = percentile_ci(f1(boot_a) - f1(boot_b), level)
-    return point, lo, hi
+    boot_a = values(A[sa[:, :, None], P[:, None, :]].sum((1, 2)))
+    boot_b = values(B[sb[:, :, None], P[:, None, :]].sum((1, 2)))
+    return {k: (float(point_a[k] - point_b[k]), *percentile_ci(boot_a[k] - boot_b[k], level)) for k in point_a}
+
+
+def meta_f1_delta_ci(gold, a_seeds, b_seeds, n: int, seed: int, level: float = 0.95):
+    """Meta Balanced F1 of arm A minus arm B with its CI over problems and seeds (``metric_deltas_ci``)."""
+    return metric_deltas_ci(gold, a_seeds, b_seeds, n, seed, level)["meta.balanced_f1"]
 
 
 def _settings(obj: Any) -> Any:
@@ -456,10 +464,11 @@ def main(argv: list[str] | None = None) -> None:
                      "per_seed_reward_delta": [paired_delta_ci(before, r["per_record_reward"], cfg.bootstrap_n,
                                                                cfg.seed) for r in runs[name]],
                      "parse_failure_rate": sum(r["parse_failure_rate"] for r in runs[name]) / len(runs[name])})
-    d_meta = meta_f1_delta_ci(gold, counts["meta_ver_rl"], counts["rough_rl"], cfg.bootstrap_n, cfg.seed)
+    deltas = metric_deltas_ci(gold, counts["meta_ver_rl"], counts["rough_rl"], cfg.bootstrap_n, cfg.seed)
+    d_meta = deltas["meta.balanced_f1"]
     d_loc = ratio_delta_ci(gold, locs["meta_ver_rl"], locs["rough_rl"], cfg.bootstrap_n, cfg.seed)
     report = {"config": dataclasses.asdict(cfg), "timings_s": timings, "rows": rows,
-              "meta_vs_rough_meta_bf1": d_meta, "meta_vs_rough_loc_acc": d_loc,
+              "meta_vs_rough_meta_bf1": d_meta, "meta_vs_rough_loc_acc": d_loc, "meta_vs_rough": deltas,
               "train_logs": {f"{a}/seed{s}": _reward_curve(out / a / f"seed{s}") for a in arms for s in seeds}}
     from training.diagnostics import plot_train_logs, summarize
 
@@ -467,7 +476,7 @@ def main(argv: list[str] | None = None) -> None:
     report["diagnosis"] = {k: summarize(h) for k, h in hists.items()}
     plot_train_logs(hists, out / "diagnostics.png", title="GRPO per step (bench-learning)")
     (out / "report.json").write_text(json.dumps(report, indent=1))
-    md = _markdown(rows, cfg, d_meta, len(gold), d_loc)
+    md = _markdown(rows, cfg, d_meta, len(gold), d_loc, deltas)
     (out / "report.md").write_text(md)
     _plot(report, out / "learning.png")
     print(md)
@@ -493,7 +502,8 @@ def _f(v: float | None) -> str:
     return "n/a" if v is None else f"{100 * v:.1f}"
 
 
-def _markdown(rows: list[dict[str, Any]], cfg: BenchConfig, d_meta, n_records: int, d_loc=None) -> str:
+def _markdown(rows: list[dict[str, Any]], cfg: BenchConfig, d_meta, n_records: int, d_loc=None,
+              deltas: dict[str, tuple] | None = None) -> str:
     lines = [(f"Held-out synthetic verification ({n_records} records, {cfg.eval_passes}-pass pessimistic judging at "
              f"T={cfg.eval_temperature}, rule meta-verifier); rough_rl and meta_ver_rl pooled over seeds "
              f"{cfg.seeds} from the same SFT warm start, {cfg.grpo_steps} GRPO steps x {cfg.grpo_batch} completions "
@@ -520,6 +530,11 @@ def _markdown(rows: list[dict[str, Any]], cfg: BenchConfig, d_meta, n_records: i
     if d_loc is not None:
         lines.append(f"meta_ver_rl - rough_rl, first-error step accuracy among rejected invalid proofs: "
                      f"{_pts(d_loc[0])} points, 95% CI [{_pts(d_loc[1])}, {_pts(d_loc[2])}]")
+    if deltas:
+        lines += ["", "| meta_ver_rl - rough_rl (points, 95% CI over problems and seeds) | " + " | ".join(deltas) + " |",
+                  "|---" * (len(deltas) + 1) + "|",
+                  "| difference | " + " | ".join(f"{_pts(v)} [{_pts(lo)}, {_pts(hi)}]"
+                                                 for v, lo, hi in deltas.values()) + " |"]
     return "\n".join(lines) + "\n"
 
 

@@ -124,3 +124,16 @@ def test_write_if_changed_keeps_an_identical_file(bench, tmp_path):
     assert os.stat(p).st_mtime_ns == t and not list(tmp_path.glob("*.tmp"))
     bench.write_if_changed(p, [{"id": "b"}])
     assert '"b"' in p.read_text()
+
+
+def test_every_metric_difference_has_a_ci(bench, tmp_path):
+    """meta - rough for each of Rough / Meta TPR, TNR, BF1 (issue 23 item 4): same polarity, so every Rough
+    difference is 0; the arm that names the right step wins Meta TNR and BF1 by 1; valid proofs are alike (TPR 0)."""
+    gold = _gold()
+    good = bench.record_counts(gold, _preds(tmp_path, gold, "good", True))
+    poor = bench.record_counts(gold, _preds(tmp_path, gold, "poor", False))
+    d = bench.metric_deltas_ci(gold, [good, good], [poor, poor], n=200, seed=0)
+    assert set(d) == {f"{lv}.{m}" for lv in ("rough", "meta") for m in ("tpr", "tnr", "balanced_f1")}
+    for k in ("rough.tpr", "rough.tnr", "rough.balanced_f1", "meta.tpr"):
+        assert d[k] == pytest.approx((0.0, 0.0, 0.0)), k
+    assert d["meta.tnr"] == pytest.approx((1.0, 1.0, 1.0)) and d["meta.balanced_f1"][0] == pytest.approx(1.0)
