@@ -92,6 +92,7 @@ class BenchConfig:
     # disjoint `seeds` (parallel workers) and a last one with all seeds writes the report
     resume: bool = True
     report: bool = True  # false: train and evaluate only (a worker of a shared `out`)
+    workers: int = 1  # >1: after the warm start and its evaluation, the seeds run in this many processes (1 core each)
 
 
 def _overrides(argv: list[str], cfg: BenchConfig) -> BenchConfig:
@@ -282,6 +283,30 @@ def write_if_changed(path: Path, records) -> None:
         os.replace(tmp, path)
 
 
+def run_workers(argv: list[str], seeds: list[int], workers: int, out: Path) -> None:
+    """Train and evaluate ``seeds`` in ``workers`` processes of this script (``report=false``) sharing ``out``;
+    each resumes the warm start and base evaluation this process finished. Logs: ``out/worker<k>.log``."""
+    import subprocess
+
+    keep = [a for a in argv if a.partition("=")[0] not in ("seeds", "workers", "report")]
+    groups = [seeds[k::workers] for k in range(workers) if seeds[k::workers]]
+    procs = []
+    for k, group in enumerate(groups):
+        log = open(out / f"worker{k}.log", "w")  # noqa: SIM115 (closed after the worker exits)
+        cmd = [sys.executable, str(Path(__file__).resolve()), *keep, f"seeds={','.join(map(str, group))}",
+               "workers=1", "report=false"]
+        procs.append((group, log, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)))
+        print(f"[bench-learning] worker {k}: seeds {group} (log {out / f'worker{k}.log'})", flush=True)
+    failed = []
+    for group, log, proc in procs:
+        if proc.wait() != 0:
+            failed.append(f"seeds {group} (exit {proc.returncode})")
+        log.close()
+    if failed:
+        raise SystemExit(f"bench-learning: worker failed: {'; '.join(failed)}; see {out}/worker*.log (finished "
+                         "runs are kept: the same command resumes them)")
+
+
 def run_data_config(out: Path):
     """The data of every GRPO / evaluation run of the bench: OUT/grpo_train.jsonl and all of OUT/held_out.jsonl
     (``n_train``/``n_eval`` None: no cap; 0 is rejected by the held-out check of ``training/ladder.py``)."""
@@ -295,7 +320,8 @@ METRICS = ("rough.tpr", "rough.tnr", "rough.balanced_f1", "meta.tpr", "meta.tnr"
 
 
 def main(argv: list[str] | None = None) -> None:
-    cfg = _overrides(sys.argv[1:] if argv is None else argv, BenchConfig())
+    argv = sys.argv[1:] if argv is None else argv
+    cfg = _overrides(argv, BenchConfig())
     import torch
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
@@ -434,7 +460,9 @@ def main(argv: list[str] | None = None) -> None:
     runs["base"], counts["base"] = [m], [record_counts(gold, out / "base" / "heldout" / "judgments.jsonl")]
     locs["base"] = [localisation_rows(gold, out / "base" / "heldout" / "judgments.jsonl")]
     tick("base = SFT warm start (eval)", t0)
-    for seed in seeds:
+    if cfg.workers > 1 and len(seeds) > 1:
+        run_workers(argv, seeds, cfg.workers, out)
+    for seed in seeds:  # with workers: every run is resumed here
         for arm, comps in arms.items():
             t0 = time.monotonic()
             name = f"{arm}/seed{seed}"

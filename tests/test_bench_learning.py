@@ -137,3 +137,12 @@ def test_every_metric_difference_has_a_ci(bench, tmp_path):
     for k in ("rough.tpr", "rough.tnr", "rough.balanced_f1", "meta.tpr"):
         assert d[k] == pytest.approx((0.0, 0.0, 0.0)), k
     assert d["meta.tnr"] == pytest.approx((1.0, 1.0, 1.0)) and d["meta.balanced_f1"][0] == pytest.approx(1.0)
+
+
+def test_a_failing_worker_stops_the_bench_naming_its_seeds(bench, tmp_path):
+    """workers=N: each group of seeds runs in its own process of the bench (report=false); one that fails
+    (here: an option the bench does not know) stops the bench with its seeds and log named."""
+    with pytest.raises(SystemExit, match=r"worker failed: seeds \[0, 2\] \(exit 1\); seeds \[1\] \(exit 1\)"):
+        bench.run_workers(["no_such_option=1", "seeds=9", "workers=5"], [0, 1, 2], 2, tmp_path)
+    log = (tmp_path / "worker0.log").read_text()
+    assert "unknown option 'no_such_option'" in log
