@@ -34,11 +34,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verifier.engine import EndpointConfig
+import numpy as np
+from sklearn.feature_extraction.text import TfidfVectorizer
+
+from verifier.budget import check_budget
+from verifier.config import hydra_main
+from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
 from verifier.errors import InputError
 from verifier.formats import ProofProblem, load_proofbench_problems
 from verifier.identity import normalize_text
+from verifier.io import write_jsonl
+from verifier.parser import JudgeAnswer, _answer_fields
 from verifier.records import ParseStatus
+from verifier.templates import as_messages, render
 
 TASK_TYPES = ("proof", "true_false", "multiple_choice", "fill_in_blank", "other_answer")
 
@@ -250,8 +258,6 @@ def near_duplicate_pairs(texts: Sequence[str], threshold: float, chunk: int = 20
 
     Cosine similarity of character 3-5-gram TF-IDF vectors (scikit-learn), computed in chunks.
     """
-    import numpy as np
-    from sklearn.feature_extraction.text import TfidfVectorizer
 
     if len(texts) < 2:
         return []
@@ -283,7 +289,6 @@ def parse_task_type(text: str | None):
     >>> parse_task_type("proof").status
     <ParseStatus.NO_ANSWER_BLOCK: 'no_answer_block'>
     """
-    from verifier.parser import JudgeAnswer, _answer_fields
 
     value, failed, before = _answer_fields(text, ("task_type", "type", "label"))
     if failed:
@@ -299,9 +304,6 @@ def parse_task_type(text: str | None):
 
 def classify(problems: Sequence[ProofProblem], cfg: ClassifierConfig, progress: bool = False) -> list[tuple[str | None, str, str]]:
     """``(label or None, status, detail)`` per problem from the LLM classifier."""
-    from verifier.budget import check_budget
-    from verifier.engine import GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
-    from verifier.templates import as_messages, render
 
     engine = OpenAIEngine(cfg.endpoint)
     reqs = [GenerationRequest(as_messages(render(cfg.template, problem=p.problem)), n=1,
@@ -428,7 +430,6 @@ def plot(s: dict[str, Any], path: Path) -> None:
 
 def run(cfg: CurateConfig) -> dict[str, Any]:
     """Load, decide, write ``problems.jsonl``, ``removed.jsonl``, summary, card and plot."""
-    from verifier.io import write_jsonl
 
     if not cfg.input or not cfg.out:
         raise InputError("curate config: input=PATH and out=DIR are required")
@@ -456,7 +457,6 @@ def run(cfg: CurateConfig) -> dict[str, Any]:
 
 def main() -> None:
     """Hydra app: ``python -m data_pipeline.curate input=PATH out=DIR``."""
-    from verifier.config import hydra_main
 
     @hydra_main("curate", CurateConfig)
     def _run(cfg: CurateConfig) -> None:

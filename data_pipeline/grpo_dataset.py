@@ -10,12 +10,17 @@ base annotations, + extra (uncertainty-selected) annotations, + repair-augmented
 from __future__ import annotations
 
 import json
+import random
+from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable
 
+from verifier.config import hydra_main
 from verifier.errors import InputError
 from verifier.formats import load_any
 from verifier.identity import ProblemIndex
+from verifier.io import write_jsonl
 from verifier.records import ProofTrajectory
 from verifier.templates import as_messages, verification_prompt
 
@@ -100,8 +105,6 @@ def variant_trajectories(cfg: GrpoDataConfig) -> tuple[list[ProofTrajectory], di
     problem that is also held out (a repair inherits its parent's problem id), or on an unusable
     record when ``unusable=error``.
     """
-    import random
-    from collections import Counter
 
     if cfg.variant not in VARIANTS:
         raise InputError(f"grpo_data config, field 'variant': use one of {list(VARIANTS)}, got {cfg.variant!r}")
@@ -148,9 +151,6 @@ def variant_trajectories(cfg: GrpoDataConfig) -> tuple[list[ProofTrajectory], di
 def write_variant(cfg: GrpoDataConfig) -> dict[str, Any]:
     """Write ``trajectories.jsonl`` (the trainer's ``data.train_path``), the GRPO rows as a
     ``datasets`` dataset (``dataset/`` + ``data.parquet``) and ``summary.json`` under ``cfg.out``."""
-    from pathlib import Path
-
-    from verifier.io import write_jsonl
 
     if not cfg.out:
         raise InputError("grpo_data config, field 'out': an output folder is required (out=DIR)")
@@ -167,7 +167,6 @@ def write_variant(cfg: GrpoDataConfig) -> dict[str, Any]:
 
 def main() -> None:
     """Hydra app: ``python -m data_pipeline.grpo_dataset variant=pos_aug base=... extra=... augmented=... out=DIR``."""
-    from verifier.config import hydra_main
 
     @hydra_main("grpo_data", GrpoDataConfig)
     def _run(cfg: GrpoDataConfig) -> None:

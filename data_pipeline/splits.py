@@ -26,6 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from verifier.config import hydra_main
 from verifier.errors import InputError
 from verifier.formats import load_any
 from verifier.identity import assert_disjoint, problem_id_of
@@ -191,7 +192,6 @@ def run(cfg: SplitConfig) -> Split:
 
 def main() -> None:
     """Hydra app: ``python -m data_pipeline.splits input=PATH out=DIR held_out_size=94``."""
-    from verifier.config import hydra_main
 
     @hydra_main("split", SplitConfig)
     def _run(cfg: SplitConfig) -> None:

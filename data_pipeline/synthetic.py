@@ -36,11 +36,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from tqdm import tqdm
+
+from verifier.config import hydra_main
 from verifier.errors import InputError
 from verifier.formats import load_any
 from verifier.identity import ProblemIndex, problem_id_of
+from verifier.io import write_jsonl
 from verifier.parser import format_verification
 from verifier.records import NO_STEP, Annotation, ProofTrajectory, Verdict
+from verifier.templates import as_messages, verification_prompt
 
 FATAL_KINDS = ("wrong_result", "wrong_operand", "wrong_final")
 RECOVERABLE_KINDS = ("double_equals", "arrow")
@@ -508,7 +513,6 @@ def with_noisy_steps(trajs: list[ProofTrajectory], fraction: float, seed: int = 
 
 def sft_row(traj: ProofTrajectory, style: str = "stepwise", with_reference: bool = True) -> dict[str, Any]:
     """A TRL conversational prompt-completion row: the verification prompt and the gold answer."""
-    from verifier.templates import as_messages, verification_prompt
 
     return {"id": traj.id, "problem_id": traj.problem_id,
             "prompt": as_messages(verification_prompt(traj, with_reference=with_reference)),
@@ -533,9 +537,6 @@ def summarize(trajs: list[ProofTrajectory]) -> dict[str, Any]:
 
 def write_synthetic(cfg: SyntheticConfig) -> dict[str, Any]:
     """Write ``synthetic.jsonl`` (+ ``sft.jsonl``, ``summary.json``) under ``cfg.out``; returns the summary."""
-    from tqdm import tqdm
-
-    from verifier.io import write_jsonl
 
     if not cfg.out:
         raise InputError("synthetic config, field 'out': an output folder is required (out=DIR)")
@@ -552,7 +553,6 @@ def write_synthetic(cfg: SyntheticConfig) -> dict[str, Any]:
 
 def main() -> None:
     """Hydra app: ``python -m data_pipeline.synthetic out=DIR n=1000``."""
-    from verifier.config import hydra_main
 
     @hydra_main("synthetic", SyntheticConfig)
     def _run(cfg: SyntheticConfig) -> None:

@@ -29,8 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import jinja2
+from tqdm import tqdm
+
+from verifier.config import hydra_main
 from verifier.errors import InputError
 from verifier.formats import load_gold
+from verifier.io import DatasetError, iter_jsonl
 from verifier.judgment import ROW_FIELDS, Judgment
 from verifier.records import NO_STEP, MetaGrade, ProofTrajectory, RecordError
 
@@ -203,7 +208,6 @@ def join(
     ``on_error="raise"`` raises one :class:`verifier.io.DatasetError` listing every bad row;
     ``"skip"`` returns the errors so that they are counted and reported.
     """
-    from verifier.io import DatasetError
 
     if on_error not in ("raise", "skip"):
         raise InputError(f"on_error must be raise or skip, got {on_error!r}")
@@ -314,8 +318,6 @@ def _prepare_out(out: Path) -> None:
 
 
 def _env():
-    import jinja2
-
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(ASSETS)),
         autoescape=True,  # every template, whatever its extension: untrusted text is escaped
@@ -370,7 +372,6 @@ def write_browser(
     names = [page_name(v.traj.id) for v in views]
     it: Iterable[int] = range(len(views))
     if progress:
-        from tqdm import tqdm
 
         it = tqdm(it, desc="pages", unit="page")
     for i in it:
@@ -436,7 +437,6 @@ def write_browser_for_run(
     """The browser of one evaluation run (``eval.score``, ``eval.verifierbench``): its judgments JSONL
     joined with its gold; rows that do not join (ids outside this gold, bad rows) are counted and
     listed on the index page instead of stopping the run. Returns ``index.html`` for the report link."""
-    from verifier.io import iter_jsonl
 
     return write_browser(iter_jsonl(judgments_path), trajectories, out_dir, title=title, on_error="skip",
                          sources={"judgments": str(judgments_path)})
@@ -453,7 +453,6 @@ FLAG_LABELS = {
 
 def browse(cfg: BrowseConfig) -> Path:
     """Run the command: load, join, write; prints counts and, last, the index path."""
-    from verifier.io import iter_jsonl
 
     for k in ("judgments", "gold", "out"):
         if getattr(cfg, k) in ("", "???"):
@@ -478,8 +477,6 @@ def browse(cfg: BrowseConfig) -> Path:
 
 
 def main() -> None:
-    from verifier.config import hydra_main
-
     hydra_main("browse", BrowseConfig)(browse)()
 
 

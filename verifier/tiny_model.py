@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from verifier.errors import InputError, run_command
 from verifier.templates import TEMPLATE_DIR
 
 CHAT_TEMPLATE = (
@@ -150,7 +151,6 @@ def build_lora(model_dir: Path, out: Path, rank: int = 8, seed: int = 0) -> Path
 
 def parse_overrides(argv: list[str], cfg):
     """``key=value`` command-line overrides onto a dataclass (typed by its defaults)."""
-    from verifier.errors import InputError
 
     for arg in argv:
         if "=" not in arg:
@@ -171,8 +171,6 @@ def parse_overrides(argv: list[str], cfg):
 
 
 def main(argv: list[str] | None = None) -> None:
-    from verifier.errors import run_command
-
     cfg = run_command("verifier.tiny_model", lambda: parse_overrides(sys.argv[1:] if argv is None else argv,
                                                                      TinyModelConfig()))
     out = run_command("verifier.tiny_model", lambda: build(cfg))
