@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-import data_pipeline.augment as augment
-import data_pipeline.candidates as candidates
+from data_pipeline import augment, candidates
 from data_pipeline.augment import AugmentConfig, repair_fate, verification_fate
 from data_pipeline.candidates import CandidatesConfig, CriticConfig, revision_fate, version_fate, version_id
 from data_pipeline.synthetic import generate_synthetic
@@ -88,6 +87,15 @@ def _kill_when(script: str, files: list[Path], lines: int, tmp_path: Path) -> di
         proc.wait()
     assert n >= lines, proc.stderr.read().decode()[-2000:]
     return {p: _complete_text(p) for p in files}
+
+
+def _kill_command(module: str, cfg, delay: float, files: list[Path], lines: int, tmp_path: Path) -> dict[Path, str]:
+    """``module.run(cfg)`` with a slow fake engine in a fresh interpreter, killed once ``files`` hold ``lines``."""
+    (tmp_path / "cfg.pkl").write_bytes(pickle.dumps(cfg))
+    script = (f"import pickle\nfrom test_generation import FakeEngine\nimport {module} as m\n"
+              f"m.OpenAIEngine = lambda ep: FakeEngine(ep.model, delay={delay})\n"
+              f"m.run(pickle.load(open({str(tmp_path / 'cfg.pkl')!r}, 'rb')))\n")
+    return _kill_when(script, files, lines, tmp_path)
 
 
 # --- the runner ------------------------------------------------------------------------------------
@@ -203,12 +211,8 @@ def _cand_cfg(tmp_path: Path) -> CandidatesConfig:
 def test_candidates_on_the_runner_killed_half_way(tmp_path, monkeypatch):
     cfg = _cand_cfg(tmp_path)
     out = Path(cfg.out)
-    (tmp_path / "cfg.pkl").write_bytes(pickle.dumps(cfg))
-    script = ("import pickle\nfrom test_generation import FakeEngine\nimport data_pipeline.candidates as m\n"
-              "m.OpenAIEngine = lambda ep: FakeEngine(ep.model, delay=0.1)\n"
-              f"m.run(pickle.load(open({str(tmp_path / 'cfg.pkl')!r}, 'rb')))\n")
     files = [out / "candidates.jsonl", out / "skipped.jsonl"]
-    before = _kill_when(script, files, 8, tmp_path)
+    before = _kill_command("data_pipeline.candidates", cfg, 0.1, files, 8, tmp_path)
     n_before = sum(len(t.splitlines()) for t in before.values())
     monkeypatch.setattr(candidates, "OpenAIEngine", lambda ep: FakeEngine(ep.model))
     s = candidates.run(cfg)
@@ -265,12 +269,8 @@ def _aug_cfg(tmp_path: Path) -> tuple[AugmentConfig, int]:
 def test_augment_on_the_runner_killed_half_way(tmp_path, monkeypatch):
     cfg, n_cands = _aug_cfg(tmp_path)
     out = Path(cfg.out)
-    (tmp_path / "cfg.pkl").write_bytes(pickle.dumps(cfg))
-    script = ("import pickle\nfrom test_generation import FakeEngine\nimport data_pipeline.augment as m\n"
-              "m.OpenAIEngine = lambda ep: FakeEngine(ep.model, delay=0.2)\n"
-              f"m.run(pickle.load(open({str(tmp_path / 'cfg.pkl')!r}, 'rb')))\n")
     files = [out / "positives.jsonl", out / "rejected.jsonl"]
-    before = _kill_when(script, files, 2, tmp_path)
+    before = _kill_command("data_pipeline.augment", cfg, 0.2, files, 2, tmp_path)
     n_before = sum(len(t.splitlines()) for t in before.values())
     assert n_before < n_cands, "the job finished before it was killed; nothing to resume"
     monkeypatch.setattr(augment, "OpenAIEngine", lambda ep: FakeEngine(ep.model))
