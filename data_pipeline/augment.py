@@ -14,28 +14,37 @@ fatal error, provenance in ``meta.augmentation``: parent id, repair model, verif
 rejected repairs and their reasons go to ``rejected.jsonl``; trajectories that are not
 candidates are counted in ``augment_summary.json``.
 
-Resumable: work runs in batches of ``batch_size`` trajectories; each result is appended and
+Repairs are written by THE generation runner (``verifier.generation.generate``): a task per (parent,
+attempt), id ``repair:<parent>:<attempt>``, its ``outcome`` hook verifying each chunk's repairs before the
+pure decisions ``repair_fate`` (a generated repair) and ``verification_fate`` (the verifiers' votes) send
+it to ``positives.jsonl`` or ``rejected.jsonl``.
+
+Resumable: work runs in chunks of ``batch_size`` trajectories; each result is appended and
 fsynced (``JsonlAppender``) and a restarted run skips every (parent, attempt) already in
-either file, so a crash loses at most the batch in flight. Seeds are per (parent, attempt).
+either file, so a crash loses at most the chunk in flight. Seeds are per (parent, attempt).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from verifier.budget import check_budget
-from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
+from verifier.config import hydra_main
+from verifier.engine import Completion, EndpointConfig, OpenAIEngine
 from verifier.errors import InputError
 from verifier.formats import load_any
+from verifier.generation import GenerationConfig, GenTask, Outcome, generate, outcome_counts
 from verifier.judging import JudgeConfig
 from verifier.judgment import Judgment
 from verifier.outputs import holds_output
 from verifier.records import NO_STEP, Annotation, ProofTrajectory
-from verifier.templates import as_messages, repair_prompt, split_proof_steps
+from verifier.runner import judge
+from verifier.templates import repair_prompt, split_proof_steps
 
 
 @dataclass
@@ -112,18 +121,51 @@ def repaired_trajectory(parent: ProofTrajectory, steps: list[str], model: str, a
     )
 
 
-def _done_keys(*paths: Path) -> set[tuple[str, int]]:
-    from verifier.io import read_jsonl, truncate_partial_last_line
+def repair_key(parent_id: str, attempt: int) -> str:
+    """The generation task id of a repair attempt (its seed is drawn from it).
 
-    done = set()
-    for p in paths:
-        if not p.exists():
-            continue
-        truncate_partial_last_line(p)  # drop a half-written last line left by a crash
-        for r in read_jsonl(p):
-            aug = (r.get("meta") or {}).get("augmentation") or r
-            done.add((str(aug["parent_id"]), int(aug["attempt"])))
-    return done
+    >>> repair_key("t1", 0)
+    'repair:t1:0'
+    """
+    return f"repair:{parent_id}:{attempt}"
+
+
+def _done_key(row: dict[str, Any]) -> str:
+    """The (parent, attempt) a row of positives.jsonl (``meta.augmentation``) or rejected.jsonl holds."""
+    aug = (row.get("meta") or {}).get("augmentation") or row
+    return repair_key(str(aug["parent_id"]), int(aug["attempt"]))
+
+
+def repair_fate(c: Completion, steps: Sequence[str], min_steps: int) -> str:
+    """What a generated repair becomes: ``verify``, ``retry`` (a failed request: not written, the next run
+    retries it), or the reason it is rejected unverified (``prompt_too_long``, ``unparseable_repair``).
+
+    >>> repair_fate(Completion("Step 0: a"), ["a"], 1), repair_fate(Completion(status="request_failed"), [], 1)
+    ('verify', 'retry')
+    >>> repair_fate(Completion(status="too_long"), [], 1), repair_fate(Completion("a"), ["a"], 2)
+    ('prompt_too_long', 'unparseable_repair')
+    """
+    if c.status == "too_long":
+        return "prompt_too_long"
+    if c.status != "ok":
+        return "retry"
+    if len(steps) < min_steps or not any(s.strip() for s in steps):
+        return "unparseable_repair"
+    return "verify"
+
+
+def verification_fate(votes: Sequence[dict[str, Any]]) -> str:
+    """A verified repair: ``accepted`` (every verifier accepted in every pass: a positive), ``retry`` (a
+    verifier's requests failed: retried next run) or ``verifier_rejected``.
+
+    >>> verification_fate([{"status": "ok", "accepted": True}, {"status": "ok", "accepted": False}])
+    'verifier_rejected'
+    >>> verification_fate([{"status": "request_failed", "accepted": False}])
+    'retry'
+    """
+    if any(v["status"] == "request_failed" for v in votes):
+        return "retry"
+    return "accepted" if all(v["accepted"] for v in votes) else "verifier_rejected"
 
 
 def vote(verifier: str, j: Judgment) -> dict[str, Any]:
@@ -140,10 +182,6 @@ def _verify(repairs: list[ProofTrajectory], cfg: AugmentConfig) -> list[list[dic
 
     A repair whose requests failed gets a ``request_failed`` vote (not a decision: retried next run).
     """
-    import dataclasses
-
-    from verifier.runner import judge
-
     votes: list[list[dict[str, Any]]] = [[] for _ in repairs]
     if not repairs:
         return votes
@@ -155,13 +193,41 @@ def _verify(repairs: list[ProofTrajectory], cfg: AugmentConfig) -> list[list[dic
     return votes
 
 
+def _outcomes(pairs: list[tuple[GenTask, Completion]], cfg: AugmentConfig) -> list[Outcome]:
+    """A chunk of repairs: those ``repair_fate`` sends on are verified, then ``verification_fate`` decides."""
+    out: list[Outcome | None] = [None] * len(pairs)
+    pending: list[tuple[int, ProofTrajectory, int, str, list[str], str]] = []
+    for i, (task, c) in enumerate(pairs):
+        t, a, m = task.problem, task.sample, task.model
+        base = {"parent_id": t.id, "attempt": a, "repair_model": m, "text": c.text}
+        steps = split_proof_steps(c.text) if c.text.strip() else []
+        fate = repair_fate(c, steps, cfg.min_steps)
+        if fate == "retry":
+            out[i] = Outcome(counts={f"generation_{c.status}": 1})
+        elif fate == "prompt_too_long":
+            out[i] = Outcome({**base, "reason": fate, "detail": c.error}, rejected=True,
+                             counts={"generation_too_long": 1})
+        elif fate == "unparseable_repair":
+            out[i] = Outcome({**base, "reason": fate, "detail": f"{len(steps)} steps"}, rejected=True,
+                             counts={"rejected": 1})
+        else:
+            pending.append((i, t, a, m, steps, c.text))
+    votes = _verify([repaired_trajectory(t, steps, m, a, []) for _, t, a, m, steps, _ in pending], cfg)
+    for (i, t, a, m, steps, text), vs in zip(pending, votes):
+        fate = verification_fate(vs)
+        if fate == "retry":
+            out[i] = Outcome(counts={"verification_request_failed": 1})
+        elif fate == "accepted":
+            out[i] = Outcome(repaired_trajectory(t, steps, m, a, vs).to_dict(), counts={"accepted": 1})
+        else:
+            out[i] = Outcome({"parent_id": t.id, "attempt": a, "repair_model": m, "text": text, "proof_steps": steps,
+                              "reason": fate, "verifier_votes": vs}, rejected=True, counts={"rejected": 1})
+    return out  # type: ignore[return-value]
+
+
 @holds_output()
 def run(cfg: AugmentConfig) -> dict[str, Any]:
     """Repair, verify, and append accepted/rejected repairs; returns the summary (also written)."""
-    from tqdm import tqdm
-
-    from verifier.io import JsonlAppender
-
     if not cfg.input or not cfg.out:
         raise InputError("augment config: input=PATH and out=DIR are required")
     if not cfg.verifiers:
@@ -178,56 +244,16 @@ def run(cfg: AugmentConfig) -> dict[str, Any]:
     if cfg.limit is not None:
         cands = cands[: cfg.limit]
     pos_path, rej_path = out / "positives.jsonl", out / "rejected.jsonl"
-    done = _done_keys(pos_path, rej_path)
-    work = [(t, a) for t in cands for a in range(cfg.attempts) if (t.id, a) not in done]
-    resumed = len(cands) * cfg.attempts - len(work)
-    engine = OpenAIEngine(cfg.generator)
-    sampling = SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens)
-    stats = Counter()
-    bar = tqdm(total=len(work), desc="repair+verify", unit="repair", disable=not cfg.progress)
-    with JsonlAppender(pos_path) as pos, JsonlAppender(rej_path) as rej:
-        for b in range(0, len(work), cfg.batch_size):
-            batch = work[b: b + cfg.batch_size]
-            models = [repair_model_for(t, cfg) for t, _ in batch]
-            reqs = [GenerationRequest(as_messages(repair_prompt(t)), n=1,
-                                      seed=base_seed(f"repair:{t.id}:{a}", cfg.run_seed), key=t.id, model=m)
-                    for (t, a), m in zip(batch, models)]
-            check_budget(engine, sampling.max_tokens, reqs)
-            outs = engine.generate(reqs, sampling)
-            pending: list[tuple[ProofTrajectory, int, str, list[str], str]] = []
-            for (t, a), m, [c] in zip(batch, models, outs):
-                base = {"parent_id": t.id, "attempt": a, "repair_model": m, "text": c.text}
-                if c.status != "ok":
-                    # a failed request is not a decision: not written, so a re-run retries it
-                    stats[f"generation_{c.status}"] += 1
-                    if c.status == "too_long":
-                        rej.write({**base, "reason": "prompt_too_long", "detail": c.error})
-                    continue
-                steps = split_proof_steps(c.text) if c.text.strip() else []
-                if len(steps) < cfg.min_steps or not any(s.strip() for s in steps):
-                    rej.write({**base, "reason": "unparseable_repair", "detail": f"{len(steps)} steps"})
-                    stats["rejected"] += 1
-                    continue
-                pending.append((t, a, m, steps, c.text))
-            repairs = [repaired_trajectory(t, steps, m, a, []) for t, a, m, steps, _ in pending]
-            votes = _verify(repairs, cfg)
-            for (t, a, m, steps, text), vs in zip(pending, votes):
-                if any(v["status"] == "request_failed" for v in vs):
-                    stats["verification_request_failed"] += 1  # retried on the next run
-                    continue
-                if all(v["accepted"] for v in vs):
-                    pos.write(repaired_trajectory(t, steps, m, a, vs).to_dict())
-                    stats["accepted"] += 1
-                else:
-                    rej.write({"parent_id": t.id, "attempt": a, "repair_model": m, "text": text,
-                               "proof_steps": steps, "reason": "verifier_rejected", "verifier_votes": vs})
-                    stats["rejected"] += 1
-            bar.update(len(batch))
-            bar.set_postfix(dict(stats), refresh=False)
-    bar.close()
+    tasks = [GenTask(t, a, key=repair_key(t.id, a), model=repair_model_for(t, cfg))
+             for t in cands for a in range(cfg.attempts)]
+    gen_cfg = GenerationConfig(temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens,
+                               run_seed=cfg.run_seed, chunk_size=cfg.batch_size)
+    s = generate(tasks, OpenAIEngine(cfg.generator), gen_cfg, pos_path, rejects=rej_path, done_key=_done_key,
+                 prompt=lambda task: repair_prompt(task.problem), outcome=lambda pairs: _outcomes(pairs, cfg),
+                 progress=cfg.progress, desc="repair+verify", budget_key="max_tokens")
     summary = {
         "input": cfg.input, "trajectories": len(trajs), "candidates": len(cands), "attempts": cfg.attempts,
-        "not_candidates": dict(not_cand), "resumed_done": resumed, "this_run": dict(stats),
+        "not_candidates": dict(not_cand), "resumed_done": s["already_done"], "this_run": outcome_counts(s),
         "positives_total": _count(pos_path), "rejected_total": _count(rej_path),
         "verifiers": [v.model for v in cfg.verifiers], "passes_per_verifier": cfg.verify.n,
     }
@@ -241,8 +267,6 @@ def _count(path: Path) -> int:
 
 def main() -> None:
     """Hydra app: ``python -m data_pipeline.augment input=PATH out=DIR``."""
-    from verifier.config import hydra_main
-
     @hydra_main("augment", AugmentConfig)
     def _run(cfg: AugmentConfig) -> None:
         s = run(cfg)

@@ -21,7 +21,12 @@ generation's finish reason (``length``: cut at ``max_tokens``, counted as ``trun
 Versions not produced are in ``skipped.jsonl`` with a reason (``empty_proof``,
 ``prompt_too_long``, ``accepted_by_critic``, ``critic_failed``) and counted in ``candidates_summary.json``.
 
-Resumable: results are appended and fsynced (``JsonlAppender``) batch by batch; a restarted run
+Generation runs on THE generation runner (``verifier.generation.generate``), once per round and
+generator: round 0's tasks are the (problem, sample) pairs, round r's the versions of round r-1; its
+``condition`` hook critiques a chunk's parents just before the revisions are generated. The keep/skip
+decisions are the pure functions ``version_fate`` (a generated version) and ``revision_fate`` (a critiqued one).
+
+Resumable: results are appended and fsynced (``JsonlAppender``) chunk by chunk; a restarted run
 skips every id already in ``candidates.jsonl`` or ``skipped.jsonl`` (a torn last line is dropped).
 Failed requests are not written, so a re-run retries them. Seeds are per (id, run seed).
 """
@@ -35,13 +40,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verifier.budget import check_budget
-from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
+from verifier.config import hydra_main
+from verifier.engine import Completion, EndpointConfig, OpenAIEngine
 from verifier.errors import InputError
 from verifier.formats import ProofProblem, load_proofbench_problems
+from verifier.generation import Condition, GenerationConfig, GenTask, Outcome, generate, outcome_counts
+from verifier.io import load_trajectories, read_jsonl, truncate_partial_last_line
+from verifier.judging import JudgeConfig
 from verifier.outputs import holds_output
 from verifier.records import NO_STEP, ProofTrajectory
-from verifier.templates import as_messages, generation_prompt, render, split_proof_steps
+from verifier.runner import judge_trajectories
+from verifier.templates import generation_prompt, render, split_proof_steps
 
 
 @dataclass
@@ -99,9 +108,6 @@ def _trajectory(p: ProofProblem, g: int, model: str, sample: int, rnd: int, step
 
 def _critique(versions: list[ProofTrajectory], cfg: CandidatesConfig) -> list[dict[str, Any]]:
     """One critique per version (verdict, first error step, rationale, status) via ``judge_trajectories``."""
-    from verifier.judging import JudgeConfig
-    from verifier.runner import judge_trajectories
-
     out: list[dict[str, Any] | None] = [None] * len(versions)
     groups: dict[int, list[int]] = {}
     for i, v in enumerate(versions):
@@ -126,9 +132,87 @@ def _critique(versions: list[ProofTrajectory], cfg: CandidatesConfig) -> list[di
     return out  # type: ignore[return-value]
 
 
-def _load_done(path: Path, skipped: Path) -> tuple[dict[str, ProofTrajectory], set[str]]:
-    from verifier.io import load_trajectories, read_jsonl, truncate_partial_last_line
+def version_fate(c: Completion) -> str:
+    """What a generated version becomes: ``keep`` (into candidates.jsonl), ``retry`` (a failed request:
+    not written, the next run retries it), or the reason it is skipped (``prompt_too_long``, ``empty_proof``).
 
+    >>> [version_fate(c) for c in (Completion("Step 0: a"), Completion(status="request_failed"),
+    ...                            Completion(status="too_long"), Completion("  "))]
+    ['keep', 'retry', 'prompt_too_long', 'empty_proof']
+    """
+    if c.status == "request_failed":
+        return "retry"
+    if c.status == "too_long":
+        return "prompt_too_long"
+    steps = split_proof_steps(c.text) if c.text.strip() else []
+    return "keep" if any(x.strip() for x in steps) else "empty_proof"
+
+
+def revision_fate(crit: dict[str, Any], stop_when_accepted: bool) -> str:
+    """Whether a critiqued version is revised: ``revise``, ``retry`` (the critic's request failed: the next
+    run retries it), or the reason the revision is skipped (``critic_failed``: no usable critique;
+    ``accepted_by_critic`` with ``stop_when_accepted``).
+
+    >>> c = {"status": "ok", "n_passes": 2, "n_unparseable": 0, "accepted": True}
+    >>> revision_fate(c, True), revision_fate(c, False), revision_fate({**c, "n_unparseable": 2}, True)
+    ('accepted_by_critic', 'revise', 'critic_failed')
+    >>> revision_fate({**c, "status": "request_failed"}, True)
+    'retry'
+    """
+    if crit["status"] == "request_failed":
+        return "retry"
+    if crit["n_unparseable"] == crit["n_passes"]:
+        return "critic_failed"
+    if crit["accepted"] and stop_when_accepted:
+        return "accepted_by_critic"
+    return "revise"
+
+
+def revision_prompt(problem: str, c: Condition) -> str:
+    """The revision prompt (``revise_proof.j2``) of a version from its critique."""
+    return render("revise_proof", problem=problem, proof_steps=list(c.proof_steps), verdict=c.verdict,
+                  critique=c.critique, first_error_step=c.first_error_step)
+
+
+def _prompt(t: GenTask) -> str:
+    return generation_prompt(t.problem.problem) if t.condition is None else revision_prompt(t.problem.problem,
+                                                                                            t.condition)
+
+
+def _condition(chunk: list[GenTask], cfg: CandidatesConfig) -> list[GenTask | Outcome]:
+    """Critique each parent of a chunk of revisions; condition the revision on its critique, or skip it."""
+    out: list[GenTask | Outcome] = []
+    for t, crit in zip(chunk, _critique([t.meta for t in chunk], cfg)):
+        parent: ProofTrajectory = t.meta
+        fate = revision_fate(crit, cfg.stop_when_accepted)
+        if fate == "retry":
+            out.append(Outcome(counts={"critic_request_failed": 1}))
+        elif fate != "revise":
+            out.append(Outcome({"id": t.id, "reason": fate, "parent_id": parent.id, "critique": crit}, rejected=True,
+                               counts={fate: 1}))
+        else:
+            cond = Condition(parent.id, tuple(parent.proof_steps), crit["rationale"] or "(no rationale)",
+                             crit["verdict"], crit["first_error_step"] if crit["verdict"] == "invalid" else NO_STEP)
+            out.append(dataclasses.replace(t, condition=cond, meta=(parent, crit)))
+    return out
+
+
+def _outcome(t: GenTask, c: Completion, g: int, cfg: CandidatesConfig) -> Outcome:
+    """A generated version as a candidate row or a skip row (``version_fate`` decides)."""
+    parent, crit = t.meta if t.round else (None, None)
+    fate = version_fate(c)
+    if fate == "retry":
+        return Outcome(counts={"request_failed": 1})
+    if fate != "keep":
+        return Outcome({"id": t.id, "reason": fate, "parent_id": parent.id if parent else None,
+                        "detail": c.error or "", "text": c.text}, rejected=True, counts={fate: 1})
+    v = _trajectory(t.problem, g, cfg.generators[g].model, t.sample, t.round, split_proof_steps(c.text),
+                    parent.id if parent else None, crit, cfg.critic if parent else None)
+    v.meta["candidate"]["finish_reason"] = c.finish_reason  # "length": cut at max_tokens
+    return Outcome(v.to_dict(), counts={"truncated": int(c.finish_reason == "length"), f"written_round_{t.round}": 1})
+
+
+def _load_done(path: Path, skipped: Path) -> tuple[dict[str, ProofTrajectory], set[str]]:
     done: dict[str, ProofTrajectory] = {}
     if path.exists():
         truncate_partial_last_line(path)  # drop a half-written last line left by a kill
@@ -143,10 +227,6 @@ def _load_done(path: Path, skipped: Path) -> tuple[dict[str, ProofTrajectory], s
 @holds_output()
 def run(cfg: CandidatesConfig) -> dict[str, Any]:
     """Generate, critique and revise; append every version; returns the summary (also written)."""
-    from tqdm import tqdm
-
-    from verifier.io import JsonlAppender
-
     if not cfg.problems or not cfg.out:
         raise InputError("candidates config: problems=PATH and out=DIR are required")
     if not cfg.generators:
@@ -164,89 +244,26 @@ def run(cfg: CandidatesConfig) -> dict[str, Any]:
     done, skip = _load_done(path, skipped_path)
     resumed = len(done) + len(skip)
     engines = [OpenAIEngine(ep) for ep in cfg.generators]
-    sampling = SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens)
+    gen_cfg = GenerationConfig(temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens,
+                               run_seed=cfg.run_seed, chunk_size=cfg.batch_size)
     stats: Counter = Counter()
     total = len(problems) * len(cfg.generators) * cfg.k * (cfg.rounds + 1)
-    bar = tqdm(total=total, initial=resumed, desc="candidates", unit="proof", disable=not cfg.progress)
-
-    def generate(jobs: list[tuple[ProofProblem, int, int, int, str, ProofTrajectory | None, dict | None]],
-                 cand: JsonlAppender, skipped: JsonlAppender) -> None:
-        """jobs: (problem, generator, sample, round, prompt, parent, critique); one request each."""
-        by_gen: dict[int, list[int]] = {}
-        for i, job in enumerate(jobs):
-            by_gen.setdefault(job[1], []).append(i)
-        for g, idx in by_gen.items():
-            reqs = [GenerationRequest(as_messages(jobs[i][4]), n=1, key=version_id(jobs[i][0].id, g, jobs[i][2], jobs[i][3]),
-                                      seed=base_seed(version_id(jobs[i][0].id, g, jobs[i][2], jobs[i][3]), cfg.run_seed))
-                    for i in idx]
-            check_budget(engines[g], sampling.max_tokens, reqs)
-            for i, [c] in zip(idx, engines[g].generate(reqs, sampling)):
-                p, _, s, rnd, _, parent, crit = jobs[i]
-                vid = version_id(p.id, g, s, rnd)
-                if c.status == "request_failed":  # not a decision: not written, a re-run retries it
-                    stats["request_failed"] += 1
-                    continue
-                steps = split_proof_steps(c.text) if c.text.strip() else []
-                if c.status == "too_long" or not any(x.strip() for x in steps):
-                    reason = "prompt_too_long" if c.status == "too_long" else "empty_proof"
-                    skipped.write({"id": vid, "reason": reason, "parent_id": parent.id if parent else None,
-                                   "detail": c.error or "", "text": c.text})
-                    skip.add(vid)
-                    stats[reason] += 1
-                    continue
-                t = _trajectory(p, g, cfg.generators[g].model, s, rnd, steps, parent.id if parent else None, crit,
-                                cfg.critic if parent else None)
-                t.meta["candidate"]["finish_reason"] = c.finish_reason  # "length": cut at max_tokens
-                stats["truncated"] += c.finish_reason == "length"
-                cand.write(t.to_dict())
-                done[vid] = t
-                stats[f"written_round_{rnd}"] += 1
-                bar.update(1)
-
     by_pid = {p.id: p for p in problems}
-    with JsonlAppender(path) as cand, JsonlAppender(skipped_path) as skipped:
-        work = [(p, g, s) for p in problems for g in range(len(cfg.generators)) for s in range(cfg.k)
-                if version_id(p.id, g, s, 0) not in done and version_id(p.id, g, s, 0) not in skip]
-        for b in range(0, len(work), cfg.batch_size):
-            generate([(p, g, s, 0, generation_prompt(p.problem), None, None) for p, g, s in work[b: b + cfg.batch_size]],
-                     cand, skipped)
-        for rnd in range(1, cfg.rounds + 1):
-            parents = [done[version_id(p.id, g, s, rnd - 1)] for p in problems for g in range(len(cfg.generators))
-                       for s in range(cfg.k)
-                       if version_id(p.id, g, s, rnd - 1) in done and version_id(p.id, g, s, rnd) not in done
-                       and version_id(p.id, g, s, rnd) not in skip]
-            for b in range(0, len(parents), cfg.batch_size):
-                batch = parents[b: b + cfg.batch_size]
-                crits = _critique(batch, cfg)
-                jobs = []
-                for t, crit in zip(batch, crits):
-                    c = t.meta["candidate"]
-                    vid = version_id(t.problem_id, c["generator_index"], c["sample"], rnd)
-                    reason = None
-                    if crit["status"] == "request_failed":
-                        stats["critic_request_failed"] += 1  # retried on the next run
-                        continue
-                    if crit["n_unparseable"] == crit["n_passes"]:
-                        reason = "critic_failed"  # no usable critique: nothing to revise from
-                    elif crit["accepted"] and cfg.stop_when_accepted:
-                        reason = "accepted_by_critic"
-                    if reason:
-                        skipped.write({"id": vid, "reason": reason, "parent_id": t.id, "critique": crit})
-                        skip.add(vid)
-                        stats[reason] += 1
-                        continue
-                    prompt = render("revise_proof", problem=t.problem, proof_steps=list(t.proof_steps),
-                                    verdict=crit["verdict"], critique=crit["rationale"] or "(no rationale)",
-                                    first_error_step=crit["first_error_step"] if crit["verdict"] == "invalid" else NO_STEP)
-                    jobs.append((by_pid[t.problem_id], c["generator_index"], c["sample"], rnd, prompt, t, crit))
-                generate(jobs, cand, skipped)
-    bar.close()
+    for rnd in range(cfg.rounds + 1):
+        for g, engine in enumerate(engines):
+            if rnd == 0:
+                tasks = [GenTask(p, s, 0, key=version_id(p.id, g, s, 0)) for p in problems for s in range(cfg.k)]
+            else:  # the versions of the previous round (the runner skips those revised or stopped already)
+                tasks = [GenTask(by_pid[p.id], s, rnd, key=version_id(p.id, g, s, rnd), meta=done[parent])
+                         for p in problems for s in range(cfg.k) if (parent := version_id(p.id, g, s, rnd - 1)) in done]
+            res = generate(tasks, engine, gen_cfg, path, rejects=skipped_path, prompt=_prompt,
+                         condition=(lambda chunk: _condition(chunk, cfg)) if rnd else None,
+                         outcome=lambda pairs, g=g: [_outcome(t, c, g, cfg) for t, c in pairs],
+                         progress=cfg.progress, desc=f"candidates (generator {g}, round {rnd})", budget_key="max_tokens")
+            stats.update(outcome_counts(res))
+        done, skip = _load_done(path, skipped_path)  # this round's versions: the next round's parents
     rounds = Counter(t.meta["candidate"]["round"] for t in done.values())
-    reasons = Counter()
-    if skipped_path.exists():
-        from verifier.io import read_jsonl
-
-        reasons = Counter(r["reason"] for r in read_jsonl(skipped_path))
+    reasons = Counter(r["reason"] for r in read_jsonl(skipped_path)) if skipped_path.exists() else Counter()
     summary = {
         "problems": len(problems), "generators": [ep.model for ep in cfg.generators], "k": cfg.k,
         "rounds": cfg.rounds, "critic": cfg.critic, "resumed_done": resumed, "this_run": dict(stats),
@@ -263,8 +280,6 @@ def run(cfg: CandidatesConfig) -> dict[str, Any]:
 
 def main() -> None:
     """Hydra app: ``python -m data_pipeline.candidates problems=PATH out=DIR``."""
-    from verifier.config import hydra_main
-
     @hydra_main("candidates", CandidatesConfig)
     def _run(cfg: CandidatesConfig) -> None:
         s = run(cfg)

@@ -1,7 +1,8 @@
-"""THE generation runner: problems in, proofs out, resumable (sections 4.1, 5.2; the refine loop).
+"""THE generation runner: problems in, proofs out, resumable (sections 4.1, 4.2, 5.2; the refine loop).
 
-Every command that writes proofs with a prover calls ``generate`` (``eval.proverbench`` and its
-refine rounds; judging what it wrote is ``verifier.runner``'s job)::
+Every command that writes proofs with a prover calls ``generate``: ``eval.proverbench`` and its refine
+rounds, ``data_pipeline.candidates`` (k samples, revision rounds) and ``data_pipeline.augment`` (repair);
+judging what it wrote is ``verifier.runner``'s job::
 
     from verifier.generation import GenerationConfig, generate, tasks_for
     summary = generate(tasks_for(problems, samples=4), engine, GenerationConfig(max_tokens=4096), "proofs.jsonl")
@@ -15,26 +16,44 @@ refine rounds; judging what it wrote is ``verifier.runner``'s job)::
 * Each completed proof is appended (fsynced) to ``out`` as a trajectory row (steps split on ``Step k:``);
   a truncated or empty proof is kept (it will be judged and rejected); a failed request is not written
   (counted, re-done by the next run).
-* Resume (kill-safe): a torn last line is dropped; tasks whose id is in ``out`` are skipped, so each
-  (problem, sample, round) is in the file exactly once. Progress: a tqdm bar with the status counts.
+* Resume (kill-safe): a torn last line is dropped; tasks whose id is in ``out`` (or ``rejects``) are
+  skipped, so each (problem, sample, round) is in the files exactly once. Progress: a tqdm bar with the
+  status counts; the summary has them too (``outcome_counts``).
 
-Keep/skip decisions are pure functions here: ``completion_status`` (persist or not) and ``refine_condition``
-(which judged version is revised next, conditioned on what).
+A command shapes the run with keyword arguments, the defaults being ProverBench's:
+
+* ``prompt(task) -> str``: the prover prompt (default ``prompt_for``: B.1, or the refine template);
+* ``condition(chunk) -> [GenTask | Outcome]``: called on each chunk just before it is generated, it
+  conditions a task (e.g. critiques its parent and sets ``GenTask.condition``) or decides it without
+  generating (an ``Outcome``: a skip row for ``rejects``, or no row to retry it next run);
+* ``outcome([(task, completion)]) -> [Outcome]``: what each completion becomes (default ``proof_outcome``:
+  a trajectory row); a whole chunk at once, so a command may check its proofs first (augment verifies);
+* ``rejects`` (a second JSONL for rejected/skipped rows) and ``done_key(row)`` (the task id a row holds).
+  ``GenTask.key`` / ``.model`` / ``.meta`` name a task, pick its served model and carry the caller's data.
+
+Keep/skip decisions are pure functions: here ``completion_status`` (persist or not), ``proof_outcome`` and
+``refine_condition`` (which judged version is revised next, conditioned on what); beside the commands
+``data_pipeline.candidates.version_fate`` / ``revision_fate`` and ``data_pipeline.augment.repair_fate`` /
+``verification_fate``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tqdm.auto import tqdm
 
 from verifier.budget import check_budget
 from verifier.engine import Completion, Engine, GenerationRequest, SamplingConfig, base_seed
 from verifier.io import JsonlAppender, iter_jsonl, truncate_partial_last_line
+from verifier.parser import parse_verification
 from verifier.records import NO_STEP, ProofTrajectory
 from verifier.templates import as_messages, render, split_proof_steps
 
@@ -75,10 +94,29 @@ class GenTask:
     sample: int = 0
     round: int = 0
     condition: Condition | None = None
+    key: str = ""  # the task's id where a command names its versions itself (default: version_id)
+    model: str | None = None  # the served model of its request (e.g. a LoRA adapter); None: the engine's
+    meta: Any = field(default=None, compare=False)  # the command's own data (a parent, a critique) for its outcome
 
     @property
     def id(self) -> str:
-        return version_id(self.problem.id, self.sample, self.round)
+        """The id of the task and of its row (the seed is drawn from it too)."""
+        return self.key or version_id(self.problem.id, self.sample, self.round)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one task comes to: a row for ``out`` (kept), a row for ``rejects`` (skipped, with its reason),
+    or no row (``row is None``: not a decision, e.g. a failed request; the next run retries the task).
+    ``counts``: the status counters it adds (``Counter.update``; a 0 still names the counter)."""
+
+    row: dict[str, Any] | None = None
+    rejected: bool = False
+    counts: Mapping[str, int] = field(default_factory=dict)
+
+
+RUN_KEYS = ("tasks", "already_done", "seconds")  # the summary's keys that are not outcome counts
+DEFAULT_COUNTS = ("generated", "failed", "truncated", "too_long")  # proof_outcome's, always in its summary
 
 
 def version_id(problem_id: str, sample: int, round: int = 0) -> str:
@@ -119,6 +157,26 @@ def completion_status(c: Completion) -> str | None:
     if c.status != "ok":
         return c.status
     return "truncated" if c.finish_reason == "length" else "ok"
+
+
+def proof_outcome(task: GenTask, c: Completion, model: str, history: Sequence[dict[str, Any]] = ()) -> Outcome:
+    """The default outcome: every answered request is kept as a trajectory (truncated or empty proofs too:
+    they are judged and rejected); a failed request is not written.
+
+    >>> from verifier.formats import ProofProblem
+    >>> t = GenTask(ProofProblem("p", "P"))
+    >>> o = proof_outcome(t, Completion("Step 0: x", "length"), "m")
+    >>> o.row["id"], o.row["meta"]["generation_status"], dict(o.counts)
+    ('p/g0', 'truncated', {'generated': 1, 'truncated': 1, 'too_long': 0})
+    >>> proof_outcome(t, Completion(status="request_failed"), "m")
+    Outcome(row=None, rejected=False, counts={'failed': 1})
+    """
+    status = completion_status(c)
+    if status is None:
+        return Outcome(counts={"failed": 1})
+    row = to_trajectory(task, c.text, model, status, c.finish_reason, history).to_dict()
+    return Outcome(row, counts={"generated": 1, "truncated": int(status == "truncated"),
+                                "too_long": int(status == "too_long")})
 
 
 def to_trajectory(task: GenTask, text: str, model: str, status: str, finish_reason: str | None,
@@ -166,8 +224,6 @@ def refine_condition(traj: ProofTrajectory, row: dict[str, Any] | None) -> Condi
 
 def _rationale(text: str) -> str:
     """A pass's rationale (the text before its answer block), or the raw text when it has none."""
-    from verifier.parser import parse_verification
-
     out = parse_verification(text)
     return (out.rationale or text).strip()
 
@@ -181,64 +237,99 @@ def history_entry(traj: ProofTrajectory, row: dict[str, Any] | None, condition: 
             "first_error_step": None if condition is None else condition.first_error_step}
 
 
-def done_ids(path: str | os.PathLike) -> set[str]:
-    """Version ids already in a generation output (a torn last line is ignored)."""
+def row_id(row: dict[str, Any]) -> str:
+    """The task id a row holds (the default ``done_key``)."""
+    return str(row["id"])
+
+
+def done_ids(path: str | os.PathLike, done_key: Callable[[dict[str, Any]], str] = row_id) -> set[str]:
+    """Task ids already in a generation output (a torn last line is ignored)."""
     p = Path(path)
     if not p.exists():
         return set()
-    return {str(obj["id"]) for _, obj in iter_jsonl(p) if isinstance(obj, dict) and "id" in obj}
+    return {done_key(obj) for _, obj in iter_jsonl(p) if isinstance(obj, dict)}
+
+
+def outcome_counts(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The outcome counts of a ``generate`` summary (without tasks, already_done, seconds)."""
+    return {k: v for k, v in summary.items() if k not in RUN_KEYS}
 
 
 def generate(tasks: Sequence[GenTask], engine: Engine, cfg: GenerationConfig, out: str | os.PathLike, *,
              histories: dict[str, Sequence[dict[str, Any]]] | None = None, progress: bool = True,
-             desc: str = "generate proofs") -> dict[str, Any]:
-    """Append the proofs of ``tasks`` not yet in ``out``; returns the counts (see the module docstring)."""
+             desc: str = "generate proofs",
+             prompt: Callable[[GenTask], str] | None = None,
+             condition: Callable[[list[GenTask]], list[GenTask | Outcome]] | None = None,
+             outcome: Callable[[list[tuple[GenTask, Completion]]], list[Outcome]] | None = None,
+             rejects: str | os.PathLike | None = None,
+             done_key: Callable[[dict[str, Any]], str] = row_id,
+             budget_key: str = "generation.max_tokens") -> dict[str, Any]:
+    """Write the outcome of every task of ``tasks`` not yet in ``out`` / ``rejects``; returns ``tasks``,
+    ``already_done``, ``seconds`` and the outcome counts (see the module docstring for the hooks)."""
     t0 = time.monotonic()
     ids = [t.id for t in tasks]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
         raise ValueError(f"task {dup!r}, field 'id': duplicate (problem, sample, round)")
-    path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    truncate_partial_last_line(path)
-    done = done_ids(path)
+    paths = [Path(out)] + ([Path(rejects)] if rejects is not None else [])
+    done: set[str] = set()
+    for p in paths:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        truncate_partial_last_line(p)
+        done |= done_ids(p, done_key)
     todo = [t for t in tasks if t.id not in done]
-    counts: Counter = Counter({"tasks": len(tasks), "already_done": len(tasks) - len(todo), "generated": 0,
-                               "failed": 0, "truncated": 0, "too_long": 0})
+    counts: Counter = Counter(dict.fromkeys(DEFAULT_COUNTS, 0) if outcome is None else {})
     if todo:
+        write_prompt = prompt or (lambda t: prompt_for(t, cfg))
+        decide = outcome or (lambda pairs: [proof_outcome(t, c, engine.model, (histories or {}).get(t.id, ()))
+                                            for t, c in pairs])
         sampling = cfg.sampling()
-        prompts = {t.id: as_messages(prompt_for(t, cfg)) for t in todo}
-        check_budget(engine, cfg.max_tokens, [GenerationRequest(prompts[t.id], key=t.id) for t in todo],
-                     what="generation.max_tokens")
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
 
-            bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), desc=desc, unit="proof")
+        def requests(chunk: Sequence[GenTask]) -> list[GenerationRequest]:
+            return [GenerationRequest(as_messages(write_prompt(t)), n=1, seed=base_seed(t.id, cfg.run_seed), key=t.id,
+                                      model=t.model) for t in chunk]
+
+        if condition is None:  # every prompt is known: stop before any work when none fits
+            check_budget(engine, cfg.max_tokens, requests(todo), what=budget_key)
+        bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), desc=desc, unit="proof") if progress else None
         try:
-            with JsonlAppender(path) as app:
+            with contextlib.ExitStack() as stack:
+                apps = [stack.enter_context(JsonlAppender(p)) for p in paths]
                 step = max(1, cfg.chunk_size)
                 for start in range(0, len(todo), step):
                     chunk = todo[start:start + step]
-                    reqs = [GenerationRequest(prompts[t.id], n=1, seed=base_seed(t.id, cfg.run_seed), key=t.id)
-                            for t in chunk]
-                    for t, [c] in zip(chunk, engine.generate(reqs, sampling), strict=True):
-                        status = completion_status(c)
-                        if status is None:
-                            counts["failed"] += 1
-                            continue
-                        counts["truncated"] += status == "truncated"
-                        counts["too_long"] += status == "too_long"
-                        app.write(to_trajectory(t, c.text, engine.model, status, c.finish_reason,
-                                                (histories or {}).get(t.id, ())).to_dict())
-                        counts["generated"] += 1
+                    results: list[Outcome] = []
+                    ready = chunk
+                    if condition is not None:
+                        ready = []
+                        for t, c in zip(chunk, condition(chunk), strict=True):
+                            if isinstance(c, Outcome):
+                                results.append(c)
+                            elif c.id != t.id:
+                                raise ValueError(f"task {t.id!r}: condition returned task {c.id!r}")
+                            else:
+                                ready.append(c)
+                    if ready:
+                        reqs = requests(ready)
+                        if condition is not None:
+                            check_budget(engine, cfg.max_tokens, reqs, what=budget_key)
+                        pairs = [(t, c) for t, [c] in zip(ready, engine.generate(reqs, sampling), strict=True)]
+                        decided = decide(pairs)
+                        if len(decided) != len(pairs):
+                            raise ValueError(f"outcome returned {len(decided)} outcomes for {len(pairs)} tasks")
+                        results.extend(decided)
+                    for o in results:
+                        if o.row is not None:
+                            if o.rejected and rejects is None:
+                                raise ValueError("an outcome rejected a task: generate(..., rejects=PATH) is needed")
+                            apps[-1 if o.rejected else 0].write(o.row)
+                        counts.update(o.counts)
                     if bar is not None:
                         bar.update(len(chunk))
-                        bar.set_postfix({k: counts[k] for k in ("generated", "failed", "truncated") if counts[k]},
-                                        refresh=False)
+                        bar.set_postfix({k: v for k, v in counts.items() if v}, refresh=False)
         finally:
             if bar is not None:
                 bar.close()
-    summary: dict[str, Any] = dict(counts)
+    summary: dict[str, Any] = {"tasks": len(tasks), "already_done": len(tasks) - len(todo), **counts}
     summary["seconds"] = round(time.monotonic() - t0, 2)
     return summary
