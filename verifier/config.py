@@ -1,5 +1,12 @@
 """Typed configs: dataclasses registered with Hydra and mirrored by YAML in ``configs/``.
 
+The shared config of each concept has its home here (one class per concept, every command uses it):
+``MetaVerifierConfig`` (which meta-verifier grades a verification; built by
+``verifier.meta_verifier.make_meta_verifier``). The judge config is ``verifier.judging.JudgeConfig``,
+sampling ``verifier.engine.SamplingConfig``, bootstrap ``eval.stats.BootstrapSpec``, W&B
+``verifier.results.WandbConfig``. ``RENAMED`` maps a key that moved to its new name: an old key on the
+command line keeps working (with a note naming the new key).
+
 Each command is a Hydra app whose schema is a dataclass; ``hydra_main(name, Schema)``
 loads ``configs/<name>.yaml`` (which lists ``<name>_schema`` in its defaults),
 validates overrides against the schema and hands the function a dataclass instance.
@@ -14,14 +21,34 @@ import re
 import sys
 import types
 import typing
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
+from verifier.engine import EndpointConfig
 from verifier.errors import EXIT_USER_ERROR, InputError, full_error, run_command
 from verifier.redaction import redact
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 T = TypeVar("T")
+
+
+@dataclass
+class MetaVerifierConfig:
+    """Which meta-verifier grades a verification against the expert annotation (sections 3.3, 4.3).
+
+    ``eval.verifierbench``'s ``meta.*``; the GRPO reward's meta-verifier (``reward.meta_judge``,
+    ``reward.endpoint``, ``reward.judge_*``, ``reward.near``) is this config too
+    (``training.rewards.RewardConfig.meta_verifier``), and the held-out evaluation grades with it.
+    """
+
+    kind: str = "rule"  # rule | llm (section 3.3: gpt-oss-120b in the paper)
+    endpoint: EndpointConfig = field(default_factory=EndpointConfig)  # llm: its own server
+    temperature: float = 0.0
+    max_tokens: int = 2048  # the judge's budget when endpoint.max_tokens is null (reasoning judges: set that)
+    run_seed: int = 0
+    near: int = 1  # rule: a first error step within this many steps is a BASIC_MATCH
+    show_reasoning: bool = False  # llm: also show the verifier's private reasoning (B.3: rationale and verdict only)
 
 
 def register(name: str, schema: type) -> None:
