@@ -30,11 +30,12 @@ import dataclasses
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 from eval.browse import write_browser
 from eval.metrics import Prediction, ScoreOptions, align_ids, score_predictions
 from eval.score import ScoreConfig, flatten, options
+from eval.stats import BOOTSTRAP_RENAMED, BootstrapSpec
 from verifier.config import MetaVerifierConfig, hydra_main
 from verifier.engine import EndpointConfig, Engine, OpenAIEngine
 from verifier.errors import InputError
@@ -71,9 +72,8 @@ class VerifierBenchConfig:
     judge: JudgeConfig = field(default_factory=lambda: JudgeConfig(with_reference=False, max_tokens=4096))
     meta: MetaVerifierConfig = field(default_factory=MetaVerifierConfig)
     meta_threshold: str = "BASIC_MATCH"
-    bootstrap_n: int = 1000
-    bootstrap_seed: int = 0
-    ci_level: float = 0.95
+    bootstrap: BootstrapSpec = field(default_factory=BootstrapSpec)  # CI: replicates, seed, level
+    RENAMED: ClassVar[dict[str, str]] = BOOTSTRAP_RENAMED  # old keys keep working (verifier.config.renamed)
     breakdowns: list[str] = field(default_factory=lambda: ["split", "subject"])
     cache: bool = True  # DIR/pass_cache.sqlite
     grade_every_pass: bool = False  # also meta-grade every pass: per_pass metrics, mean_reward (training's held-out)
@@ -257,7 +257,7 @@ def run(cfg: VerifierBenchConfig) -> dict[str, Any]:
 
 def _score_cfg(cfg: VerifierBenchConfig) -> ScoreConfig:
     return ScoreConfig(gold=cfg.data, predictions="", out=cfg.out, meta_threshold=cfg.meta_threshold,
-                       bootstrap_n=cfg.bootstrap_n, bootstrap_seed=cfg.bootstrap_seed, ci_level=cfg.ci_level,
+                       bootstrap=cfg.bootstrap,
                        breakdowns=list(cfg.breakdowns))
 
 

@@ -106,8 +106,9 @@ def hydra_main(name: str, schema: type[T], config_dir: Path | None = None
 
             # before Hydra sees the command line: endpoint keys move to the environment, so no
             # saved config (multirun.yaml, .hydra/), submitit pickle, log or run name gets them
-            argv = keys_out_of_argv(schema, sys.argv[1:])
-            if argv != sys.argv[1:] or redact(argv) != argv:
+            given = renamed(schema, sys.argv[1:])  # an old key under its new name
+            argv = keys_out_of_argv(schema, given)
+            if argv != given or redact(argv) != argv:
                 _retitle(argv)
             sys.argv[1:] = argv
             try:
@@ -154,8 +155,31 @@ def compose(name: str, schema: type[T], overrides: list[str] | None = None, conf
     register(name, schema)
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(config_dir or CONFIG_DIR), version_base="1.3"):
-        cfg = _compose(config_name=name, overrides=overrides or [])
+        cfg = _compose(config_name=name, overrides=renamed(schema, overrides or []))
     return to_object(cfg)
+
+
+def renamed(schema: type, args: list[str]) -> list[str]:
+    """Overrides with every renamed key (``schema.RENAMED``: old dotted key -> new) under its new name.
+
+    An old key in a script keeps working; a note on stderr names the new key.
+
+    >>> class ScoreConfig:  # eval.score's
+    ...     RENAMED = {"bootstrap_n": "bootstrap.n", "ci_level": "bootstrap.level"}
+    >>> renamed(ScoreConfig, ["bootstrap_n=20", "gold=g.jsonl", "+ci_level=0.9"])
+    ['bootstrap.n=20', 'gold=g.jsonl', '+bootstrap.level=0.9']
+    """
+    table: dict[str, str] = getattr(schema, "RENAMED", {})
+    out = []
+    for arg in args:
+        head, sep, value = arg.partition("=")
+        key = head.lstrip("+~")
+        if sep and key in table:
+            new = table[key]
+            print(f"note: {key} is now {new} ({key}={value} was read as {new}={value})", file=sys.stderr, flush=True)
+            arg = f"{head[: len(head) - len(key)]}{new}={value}"
+        out.append(arg)
+    return out
 
 
 def is_secret_override(override: str) -> bool:
