@@ -1,10 +1,10 @@
 """Typed configs: dataclasses registered with Hydra and mirrored by YAML in ``configs/``.
 
 The shared config of each concept has its home here (one class per concept, every command uses it):
-``MetaVerifierConfig`` (which meta-verifier grades a verification; built by
-``verifier.meta_verifier.make_meta_verifier``). The judge config is ``verifier.judging.JudgeConfig``,
-sampling ``verifier.engine.SamplingConfig``, bootstrap ``eval.stats.BootstrapSpec``, W&B
-``verifier.results.WandbConfig``. ``RENAMED`` maps a key that moved to its new name: an old key on the
+``Sampling`` (temperature, top_p, max_tokens of every generating command), ``JudgeConfig`` (how each
+proof is judged: passes, aggregation policy, template, sampling), ``MetaVerifierConfig`` (which
+meta-verifier grades a verification; built by ``verifier.meta_verifier.make_meta_verifier``).
+Bootstrap: ``eval.stats.BootstrapSpec``; W&B: ``verifier.results.WandbConfig``. ``RENAMED`` maps a key that moved to its new name: an old key on the
 command line keeps working (with a note naming the new key).
 
 Each command is a Hydra app whose schema is a dataclass; ``hydra_main(name, Schema)``
@@ -25,12 +25,52 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from verifier.engine import EndpointConfig
+from verifier.aggregate import AggregationPolicy
+from verifier.engine import EndpointConfig, SamplingConfig
 from verifier.errors import EXIT_USER_ERROR, InputError, full_error, run_command
 from verifier.redaction import redact
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 T = TypeVar("T")
+
+
+@dataclass
+class Sampling:
+    """The sampling keys of every generating command: the judge (``judge.*``), the prover
+    (``generation.*``, ``verifier.generation.GenerationConfig``), the critic (``critic.*``); one
+    definition, inherited by those configs. ``sampling()`` is what the engines take."""
+
+    temperature: float = 1.0  # section 5.1: 1.0
+    top_p: float = 1.0
+    max_tokens: int = 1024
+
+    def sampling(self) -> SamplingConfig:
+        return SamplingConfig(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens)
+
+
+@dataclass
+class JudgeConfig(Sampling):
+    """How each proof is judged (mirrored by ``judge:`` in ``configs/judge.yaml``; sampling: :class:`Sampling`)."""
+
+    n: int = 8  # passes per proof (section 4.4: 8)
+    policy: str = "pessimistic"  # pessimistic | k_of_n | majority
+    k: int | None = None  # k_of_n only (TCS-Bench: 3 of 4)
+    unparseable: str = "reject"  # reject | ignore (always counted)
+    early_stop: bool = False
+    waves: list[int] = field(default_factory=lambda: [1, 1, 2, 4])  # pass counts per wave
+    run_seed: int = 0
+    with_reference: bool = True
+    template: str = "verify"
+    max_concurrency: int = 256  # trajectories in flight (requests are bounded by the engine)
+    model: str | None = None  # override the engine's model (e.g. a LoRA adapter name)
+    # template judges (eval.judges: IneqMath, TCS-Bench, ProofJudge): how a sample is read
+    parser: str = "verification"  # verification | verifier.parser.parse_<parser> | none (raw text)
+    structured: bool = False  # vLLM structured outputs with eval.judges.answer_regex(parser)
+    regex: str | None = None  # explicit structured-output regex (overrides ``structured``)
+    rationale_chars: int = 24  # structured outputs: length of the free rationale before the answer block
+
+    def aggregation(self) -> AggregationPolicy:
+        return AggregationPolicy(kind=self.policy, n=self.n, k=self.k, unparseable=self.unparseable)  # type: ignore[arg-type]
 
 
 @dataclass
