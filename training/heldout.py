@@ -21,10 +21,7 @@ def heldout_config(cfg: GRPORunConfig, out: Path, data_path: Path, model_dir: st
     """The VerifierBench config of the held-out evaluation (the same path as ``python -m eval.verifierbench``)."""
     e, r = cfg.eval, cfg.reward
     meta = r.meta_verifier(run_seed=cfg.grpo.seed)  # the reward's meta-verifier (endpoint.max_tokens: its budget)
-    judge = dataclasses.replace(VerifierBenchConfig().judge, n=e.n_passes, policy=e.aggregation, k=e.k,
-                                early_stop=False, run_seed=e.seed, with_reference=cfg.data.with_reference,
-                                template=cfg.data.prompt_template, temperature=e.temperature, top_p=e.top_p,
-                                max_tokens=e.max_new_tokens)
+    judge = e.judge_config(with_reference=cfg.data.with_reference, template=cfg.data.prompt_template)
     offline = dataclasses.replace(e.offline, model=str(model_dir))
     return VerifierBenchConfig(data=str(data_path), out=str(out), engine=e.engine,
                                verifier=e.endpoint, offline=offline, judge=judge, meta=meta,
