@@ -4,8 +4,9 @@ The shared config of each concept has its home here (one class per concept, ever
 ``Sampling`` (temperature, top_p, max_tokens of every generating command), ``JudgeConfig`` (how each
 proof is judged: passes, aggregation policy, template, sampling), ``MetaVerifierConfig`` (which
 meta-verifier grades a verification; built by ``verifier.meta_verifier.make_meta_verifier``).
-Bootstrap: ``eval.stats.BootstrapSpec``; W&B: ``verifier.results.WandbConfig``. ``RENAMED`` maps a key that moved to its new name: an old key on the
-command line keeps working (with a note naming the new key).
+Bootstrap: ``eval.stats.BootstrapSpec``; W&B: ``verifier.results.WandbConfig``. A schema's ``RENAMED``
+maps a key that moved to its new name: the old key on the command line keeps working (``renamed``:
+a note names the new key).
 
 Each command is a Hydra app whose schema is a dataclass; ``hydra_main(name, Schema)``
 loads ``configs/<name>.yaml`` (which lists ``<name>_schema`` in its defaults),
