@@ -348,12 +348,12 @@ def test_failed_judge_call_is_neutral_in_the_grpo_advantage(tmp_path, tiny_model
     import numpy as np
     import pandas as pd
 
-    from training import rewards
     from training.config import GRPORunConfig
     from training.grpo import run
+    from verifier import meta_verifier
     from verifier.config import compose
 
-    monkeypatch.setattr(rewards, "RuleMetaVerifier", _ScriptedJudge)
+    monkeypatch.setattr(meta_verifier, "RuleMetaVerifier", _ScriptedJudge)  # make_meta_verifier builds the reward's
     out = tmp_path / "neutral"
     cfg = compose("grpo", GRPORunConfig, ["experiment=meta_ver_rl", f"output_dir={out}", *_tiny(tiny_model),
                                           "grpo.max_steps=1", "grpo.save_steps=1", "grpo.per_device_train_batch_size=4",
