@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verifier.config import hydra_main
+from verifier.config import Sampling, hydra_main
 from verifier.engine import Completion, EndpointConfig, OpenAIEngine
 from verifier.errors import InputError
 from verifier.formats import ProofProblem, load_proofbench_problems
@@ -54,12 +54,11 @@ from verifier.templates import generation_prompt, render, split_proof_steps
 
 
 @dataclass
-class CriticConfig:
-    """How a version is critiqued before revision (``verifier.judging.JudgeConfig`` fields)."""
+class CriticConfig(Sampling):
+    """How a version is critiqued before revision (``verifier.judging.JudgeConfig`` fields; sampling:
+    ``verifier.config.Sampling``)."""
 
     n: int = 1  # passes (critic=verifier: pessimistic over n; critic=self: usually 1)
-    temperature: float = 1.0
-    max_tokens: int = 1024
     with_reference: bool = False  # show the problem's reference solution to the critic
     # extra request body for critique requests only (e.g. vLLM structured outputs for the answer block);
     # null: the critic endpoint's own extra_body
@@ -119,7 +118,8 @@ def _critique(versions: list[ProofTrajectory], cfg: CandidatesConfig) -> list[di
         jc = JudgeConfig(n=cfg.critique.n, policy="pessimistic", early_stop=False, run_seed=cfg.run_seed,
                          with_reference=cfg.critique.with_reference,
                          template="verify" if cfg.critic == "verifier" else "critique_proof",
-                         temperature=cfg.critique.temperature, max_tokens=cfg.critique.max_tokens)
+                         temperature=cfg.critique.temperature, top_p=cfg.critique.top_p,
+                         max_tokens=cfg.critique.max_tokens)
         js = judge_trajectories([versions[i] for i in idx], OpenAIEngine(ep), jc)
         for i, j in zip(idx, js):
             rejecting = [p for p in j.passes if p.ok and p.verdict is not None and p.verdict.value == "invalid"]

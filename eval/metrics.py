@@ -29,7 +29,15 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from eval.stats import BootstrapSpec, bootstrap_sums, cluster_bootstrap, harmonic, percentile_ci, safe_ratio
+from eval.stats import (
+    DEFAULT_BOOTSTRAP,
+    BootstrapSpec,
+    bootstrap_sums,
+    cluster_bootstrap,
+    harmonic,
+    percentile_ci,
+    safe_ratio,
+)
 from eval.stats import flip_rate as _stats_flip_rate
 from verifier.aggregate import AggregationPolicy, aggregate
 from verifier.judgment import Judgment
@@ -199,7 +207,7 @@ def _counts_of(name: str, total: dict[str, int]) -> dict[str, int]:
 
 
 def metric_table(rows: np.ndarray, clusters: Sequence[str], names: Sequence[str],
-                 spec: BootstrapSpec | None = BootstrapSpec()) -> dict[str, dict[str, Any]]:
+                 spec: BootstrapSpec | None = DEFAULT_BOOTSTRAP) -> dict[str, dict[str, Any]]:
     """``{metric: {"value", "counts", "ci"}}`` from per-record rows [N, len(COLUMNS)].
 
     >>> rows = np.array([[1,0,1,0,0,0,0,0,1,1,1]] * 3 + [[0,1,0,1,0,0,1,0,0,0,0]] * 2)
@@ -231,7 +239,7 @@ class ScoreOptions:
     """Options of ``score_predictions`` (mirrored in ``configs/score.yaml``)."""
 
     meta_threshold: MetaGrade = MetaGrade.BASIC_MATCH
-    bootstrap: BootstrapSpec = BootstrapSpec()
+    bootstrap: BootstrapSpec = field(default_factory=BootstrapSpec)
     breakdowns: tuple[str, ...] = ("split", "subject")
     k_curve: bool = True
 
@@ -306,7 +314,7 @@ def _field(g: ProofTrajectory, name: str) -> str:
 
 
 def k_curve(gold: Sequence[ProofTrajectory | None], passes: Sequence[Sequence[PassResult]],
-            spec: BootstrapSpec | None = BootstrapSpec(), majority: bool = True) -> list[dict[str, Any]]:
+            spec: BootstrapSpec | None = DEFAULT_BOOTSTRAP, majority: bool = True) -> list[dict[str, Any]]:
     """Pessimistic acceptance over the first k passes, k = 1..n, then majority over all n (section 4.4).
 
     Each row: ``{"k", "policy", "acceptance": {...}}`` plus the Rough and ProcessBench
@@ -352,7 +360,7 @@ def k_curve(gold: Sequence[ProofTrajectory | None], passes: Sequence[Sequence[Pa
 
 
 def flip_rate(passes: Sequence[Sequence[PassResult]], clusters: Sequence[str] | None = None,
-              spec: BootstrapSpec | None = BootstrapSpec()) -> dict[str, Any]:
+              spec: BootstrapSpec | None = DEFAULT_BOOTSTRAP) -> dict[str, Any]:
     """Judge noise across passes (ProofJudge, section 3) with clustered CIs.
 
     Point values are ``eval.stats.flip_rate`` over the parsed verdicts: ``pairwise`` =
@@ -394,7 +402,7 @@ def flip_rate(passes: Sequence[Sequence[PassResult]], clusters: Sequence[str] | 
 
 
 def acceptance_table(records: Sequence[ProofTrajectory], accepted: Sequence[bool],
-                     spec: BootstrapSpec | None = BootstrapSpec(),
+                     spec: BootstrapSpec | None = DEFAULT_BOOTSTRAP,
                      breakdowns: Sequence[str] = ("split", "subject")) -> dict[str, Any]:
     """ProverBench score (Table 1): share of generated proofs accepted by the (pessimistic) verifier.
 

@@ -59,19 +59,6 @@ def paper_dimensions() -> list[Dimension]:
 
 
 @dataclass
-class BootstrapConfig:
-    """Hydra mirror of ``eval.stats.BootstrapSpec`` (which is frozen)."""
-
-    n: int = 2000
-    seed: int = 0
-    level: float = 0.95
-    cluster: str = "item"
-
-    def spec(self) -> BootstrapSpec:
-        return BootstrapSpec(self.n, self.seed, self.level, self.cluster)
-
-
-@dataclass
 class ProofJudgeConfig:
     """Hydra schema of ``configs/proofjudge.yaml``."""
 
@@ -86,7 +73,7 @@ class ProofJudgeConfig:
     low: int = 1
     high: int = 10
     ties: str = "loss"  # loss | half
-    bootstrap: BootstrapConfig = field(default_factory=lambda: BootstrapConfig())
+    bootstrap: BootstrapSpec = field(default_factory=lambda: BootstrapSpec(n=2000, cluster="item"))
     verifier_rows: str | None = None  # eval.judge output: add our verifier's pass noise to the report
     progress: bool = True
 
@@ -201,7 +188,7 @@ def run(cfg: ProofJudgeConfig) -> dict[str, Any]:
         for row, cs, sc in zip(rows, calls, scores[side], strict=True):
             row[side] = {"scores": sc, "calls": [c.to_dict() for c in cs]}
             statuses.update(c.parsed.status.value for c in cs)
-    stats = alignment_stats(scores["accepted"], scores["rejected"], cfg.ties, cfg.bootstrap.spec())
+    stats = alignment_stats(scores["accepted"], scores["rejected"], cfg.ties, cfg.bootstrap)
     dim_means = {}
     for side in ("accepted", "rejected"):
         for k in keys:
@@ -211,7 +198,7 @@ def run(cfg: ProofJudgeConfig) -> dict[str, Any]:
               "dimensions": [vars(d) for d in dims], "alignment": stats, "dimension_means": dim_means,
               "parse_counts": dict(sorted(statuses.items())), "errors": [str(e) for e in errors]}
     if cfg.verifier_rows:
-        result["verifier_pass_noise"] = pass_noise(read_jsonl(cfg.verifier_rows), cfg.bootstrap.spec())
+        result["verifier_pass_noise"] = pass_noise(read_jsonl(cfg.verifier_rows), cfg.bootstrap)
     write_jsonl(out / "judgments.jsonl", rows)
     write_metrics(out, result)
     write_report(out, result, cfg)

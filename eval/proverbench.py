@@ -35,8 +35,9 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from eval.stats import BOOTSTRAP_RENAMED, BootstrapSpec
 from verifier.engine import EndpointConfig, Engine, OpenAIEngine
 from verifier.formats import ProofProblem, load_proofbench_problems
 from verifier.generation import (
@@ -82,9 +83,8 @@ class ProverBenchConfig:
     pool: PoolConfig = field(default_factory=PoolConfig)  # more verifiers beside ``verifier`` (a judge pool)
     refine: RefineConfig = field(default_factory=RefineConfig)
     judge: JudgeConfig = field(default_factory=lambda: JudgeConfig(with_reference=True, max_tokens=4096))
-    bootstrap_n: int = 1000
-    bootstrap_seed: int = 0
-    ci_level: float = 0.95
+    bootstrap: BootstrapSpec = field(default_factory=BootstrapSpec)  # CI: replicates, seed, level
+    RENAMED: ClassVar[dict[str, str]] = BOOTSTRAP_RENAMED  # old keys keep working (verifier.config.renamed)
     breakdowns: list[str] = field(default_factory=lambda: ["split", "subject"])
     cache: bool = True
     progress: bool = True
@@ -189,9 +189,7 @@ def score(trajs: Sequence[ProofTrajectory], rows: dict[str, dict[str, Any]], cfg
     """Step 4: the metrics document (acceptance by split / subject, k-curve, flip rate). ``decisions``: the
     pool's (default: the main verifier's verdicts); the k-curve and flip rate are the main verifier's passes."""
     from eval.metrics import Prediction, acceptance_table, flip_rate, k_curve
-    from eval.stats import BootstrapSpec
-
-    spec = BootstrapSpec(n=cfg.bootstrap_n, seed=cfg.bootstrap_seed, level=cfg.ci_level)
+    spec = cfg.bootstrap
     scored = [t for t in trajs if t.id in rows and (decisions is None or decisions.get(t.id) is not None)]
     preds = [Prediction.from_dict(rows[t.id]) for t in scored]
     from verifier.records import Verdict
@@ -334,9 +332,7 @@ def accepted_by_round(chain: dict[tuple[str, int], list[str]], decisions: dict[s
 def refine_doc(res: dict[str, Any], cfg: ProverBenchConfig) -> dict[str, Any]:
     """Acceptance after each round (overall, by split and subject, 95% CIs over problems) and the gain."""
     from eval.metrics import acceptance_table
-    from eval.stats import BootstrapSpec
-
-    spec = BootstrapSpec(n=cfg.bootstrap_n, seed=cfg.bootstrap_seed, level=cfg.ci_level)
+    spec = cfg.bootstrap
     firsts = {key: res["trajs"][ids[0]] for key, ids in res["chain"].items() if ids}
     by_round = []
     for r in range(cfg.refine.rounds + 1):
@@ -396,9 +392,7 @@ def run(cfg: ProverBenchConfig, generator_engine: Engine | None = None) -> dict[
     doc = score(first, rows, cfg, decisions)
     if cfg.pool.verifiers:  # each model's acceptance beside the pool's (round 0)
         from eval.metrics import acceptance_table
-        from eval.stats import BootstrapSpec
-
-        spec = BootstrapSpec(n=cfg.bootstrap_n, seed=cfg.bootstrap_seed, level=cfg.ci_level)
+        spec = cfg.bootstrap
         scored = [t for t in first if res["decisions"].get(t.id) is not None]
         doc["pool"] = {"rule": cfg.pool.rule, "pool": doc["acceptance"]["overall"], "members": [
             {"label": lab, "model": ep.model, "acceptance": acceptance_table(

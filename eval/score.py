@@ -18,10 +18,10 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from eval.metrics import Alignment, Prediction, ScoreOptions, align_ids, score_predictions
-from eval.stats import BootstrapSpec
+from eval.stats import BOOTSTRAP_RENAMED, BootstrapSpec
 from verifier.formats import load_gold
 from verifier.io import DatasetError, load_records
 from verifier.records import MetaGrade, ProofTrajectory
@@ -37,9 +37,8 @@ class ScoreConfig:
     out: str = "???"
     allow_missing: bool = False
     meta_threshold: str = "BASIC_MATCH"
-    bootstrap_n: int = 1000
-    bootstrap_seed: int = 0
-    ci_level: float = 0.95
+    bootstrap: BootstrapSpec = field(default_factory=BootstrapSpec)  # CI: replicates, seed, level
+    RENAMED: ClassVar[dict[str, str]] = BOOTSTRAP_RENAMED  # old keys keep working (verifier.config.renamed)
     breakdowns: list[str] = field(default_factory=lambda: ["split", "subject"])
     report: bool = True  # Markdown report + PNG plots next to metrics.json
     title: str | None = None
@@ -79,7 +78,7 @@ def flatten(result: dict[str, Any], alignment: Alignment | None = None) -> dict[
 def options(cfg: ScoreConfig) -> ScoreOptions:
     return ScoreOptions(
         meta_threshold=MetaGrade.parse(cfg.meta_threshold, None, "meta_threshold"),
-        bootstrap=BootstrapSpec(n=cfg.bootstrap_n, seed=cfg.bootstrap_seed, level=cfg.ci_level),
+        bootstrap=cfg.bootstrap,
         breakdowns=tuple(cfg.breakdowns),
     )
 

@@ -23,9 +23,12 @@ import numpy as np
 from verifier.errors import InputError
 
 
-@dataclass(frozen=True)
+@dataclass
 class BootstrapSpec:
-    """How intervals are computed; recorded in every metrics.json."""
+    """How intervals are computed; recorded in every metrics.json. The one bootstrap config: every
+    command's ``bootstrap.*`` (``eval.score``, ``eval.verifierbench``, ``eval.proverbench``,
+    ``eval.proofjudge``) is this dataclass (``bootstrap_n``/``bootstrap_seed``/``ci_level`` were renamed
+    ``bootstrap.n``/``bootstrap.seed``/``bootstrap.level``)."""
 
     n: int = 1000  # bootstrap replicates
     seed: int = 0
@@ -35,6 +38,12 @@ class BootstrapSpec:
     def to_dict(self) -> dict[str, Any]:
         return {"n": self.n, "seed": self.seed, "level": self.level, "cluster": self.cluster,
                 "method": "percentile, clustered"}
+
+
+DEFAULT_BOOTSTRAP = BootstrapSpec()  # the default of the functions below (never mutated)
+
+# the flat keys of eval.score / eval.verifierbench / eval.proverbench before ``bootstrap.*`` (still accepted)
+BOOTSTRAP_RENAMED = {"bootstrap_n": "bootstrap.n", "bootstrap_seed": "bootstrap.seed", "ci_level": "bootstrap.level"}
 
 
 def cluster_sums(values: np.ndarray, clusters: Sequence[Hashable]) -> np.ndarray:
@@ -59,7 +68,7 @@ def cluster_bootstrap(
     values: np.ndarray,
     clusters: Sequence[Hashable],
     statistic: Callable[[np.ndarray], np.ndarray],
-    spec: BootstrapSpec = BootstrapSpec(),
+    spec: BootstrapSpec = DEFAULT_BOOTSTRAP,
 ) -> tuple[float | None, float | None]:
     """Percentile CI of ``statistic(column sums)`` resampling clusters with replacement.
 
@@ -82,7 +91,7 @@ def cluster_bootstrap(
 
 
 def bootstrap_sums(values: np.ndarray, clusters: Sequence[Hashable],
-                   spec: BootstrapSpec = BootstrapSpec()) -> np.ndarray | None:
+                   spec: BootstrapSpec = DEFAULT_BOOTSTRAP) -> np.ndarray | None:
     """Column sums of ``spec.n`` cluster resamples, [B, K] (None when nothing to resample).
 
     Compute once, then evaluate many statistics on it with ``percentile_ci``.
@@ -114,7 +123,7 @@ def bootstrap_ci(
     rows: Sequence[Any],
     clusters: Sequence[Hashable],
     statistic: Callable[[list[Any]], float | None],
-    spec: BootstrapSpec = BootstrapSpec(),
+    spec: BootstrapSpec = DEFAULT_BOOTSTRAP,
 ) -> tuple[float | None, float | None]:
     """Percentile CI for any statistic of a list of rows (pure Python; for non-additive statistics).
 
@@ -239,7 +248,7 @@ def replicate_matrix(values: Sequence[Sequence[float | None]]) -> list[np.ndarra
 
 def two_level_bootstrap_ci(
     values: Sequence[Sequence[float | None]],
-    spec: BootstrapSpec = BootstrapSpec(),
+    spec: BootstrapSpec = DEFAULT_BOOTSTRAP,
     resample_replicates: bool = True,
 ) -> tuple[float | None, float | None]:
     """Percentile CI of the grand mean, clustered over items and replicates (two-stage bootstrap).
@@ -317,7 +326,7 @@ def flip_rate(verdicts: Sequence[Sequence[Any]]) -> dict[str, float | int | None
     }
 
 
-def pass_noise(rows: Sequence[dict[str, Any]], spec: BootstrapSpec = BootstrapSpec()) -> dict[str, Any]:
+def pass_noise(rows: Sequence[dict[str, Any]], spec: BootstrapSpec = DEFAULT_BOOTSTRAP) -> dict[str, Any]:
     """Flip rate and clustered CI of our own verifier's passes (rows as written by ``eval.judge``).
 
     Each row has ``id`` and ``passes`` (a list of dicts with ``verdict`` valid / invalid or

@@ -30,18 +30,19 @@ import dataclasses
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 from eval.browse import write_browser
 from eval.metrics import Prediction, ScoreOptions, align_ids, score_predictions
 from eval.score import ScoreConfig, flatten, options
-from verifier.config import hydra_main
-from verifier.engine import EndpointConfig, Engine, OpenAIEngine, SamplingConfig
+from eval.stats import BOOTSTRAP_RENAMED, BootstrapSpec
+from verifier.config import MetaVerifierConfig, hydra_main
+from verifier.engine import EndpointConfig, Engine, OpenAIEngine
 from verifier.errors import InputError
 from verifier.formats import load_any
 from verifier.judging import JudgeConfig, PassCache
 from verifier.judgment import Judgment
-from verifier.meta_verifier import LLMMetaVerifier, RuleMetaVerifier
+from verifier.meta_verifier import make_meta_verifier
 from verifier.offline import OfflineConfig, VLLMOfflineEngine
 from verifier.outputs import holds_output
 from verifier.records import (
@@ -59,19 +60,6 @@ from verifier.runner import RunResult, judge
 
 
 @dataclass
-class MetaConfig:
-    """Which meta-verifier grades the verifications (section 3.3: gpt-oss-120b in the paper)."""
-
-    kind: str = "rule"  # rule | llm
-    endpoint: EndpointConfig = field(default_factory=EndpointConfig)  # llm: its own server
-    temperature: float = 0.0
-    max_tokens: int = 2048
-    run_seed: int = 0
-    near: int = 1  # rule: a first error step within this many steps is a BASIC_MATCH
-    show_reasoning: bool = False  # llm: also show the verifier's private reasoning (B.3: rationale and verdict only)
-
-
-@dataclass
 class VerifierBenchConfig:
     """``python -m eval.verifierbench`` (mirrored by ``configs/verifierbench.yaml``)."""
 
@@ -82,11 +70,10 @@ class VerifierBenchConfig:
     verifier: EndpointConfig = field(default_factory=EndpointConfig)
     offline: OfflineConfig = field(default_factory=OfflineConfig)  # engine=offline: model dir + vllm.LLM options
     judge: JudgeConfig = field(default_factory=lambda: JudgeConfig(with_reference=False, max_tokens=4096))
-    meta: MetaConfig = field(default_factory=MetaConfig)
+    meta: MetaVerifierConfig = field(default_factory=MetaVerifierConfig)
     meta_threshold: str = "BASIC_MATCH"
-    bootstrap_n: int = 1000
-    bootstrap_seed: int = 0
-    ci_level: float = 0.95
+    bootstrap: BootstrapSpec = field(default_factory=BootstrapSpec)  # CI: replicates, seed, level
+    RENAMED: ClassVar[dict[str, str]] = BOOTSTRAP_RENAMED  # old keys keep working (verifier.config.renamed)
     breakdowns: list[str] = field(default_factory=lambda: ["split", "subject"])
     cache: bool = True  # DIR/pass_cache.sqlite
     grade_every_pass: bool = False  # also meta-grade every pass: per_pass metrics, mean_reward (training's held-out)
@@ -119,17 +106,6 @@ def check_config(cfg: VerifierBenchConfig) -> None:
     if cfg.engine == "offline" and not (Path(cfg.offline.model) / "config.json").exists():
         raise FileNotFoundError(f"offline.model={cfg.offline.model!r}: not a model directory (no config.json); "
                                 "pass a saved checkpoint, e.g. a training run's DIR/final")
-
-
-def make_meta_verifier(cfg: MetaConfig):
-    """The configured meta-verifier (one interface: ``grade_batch(pairs)``)."""
-    if cfg.kind == "rule":
-        return RuleMetaVerifier(near=cfg.near)
-    if cfg.kind == "llm":
-        return LLMMetaVerifier(OpenAIEngine(cfg.endpoint),
-                               SamplingConfig(temperature=cfg.temperature, max_tokens=cfg.max_tokens), cfg.run_seed,
-                               show_reasoning=cfg.show_reasoning)
-    raise InputError(f"meta.kind must be rule or llm, got {cfg.kind!r}")
 
 
 def representative_pass(passes: Sequence[VerificationOutput], verdict: Verdict, first_error_step: int) -> int:
@@ -281,7 +257,7 @@ def run(cfg: VerifierBenchConfig) -> dict[str, Any]:
 
 def _score_cfg(cfg: VerifierBenchConfig) -> ScoreConfig:
     return ScoreConfig(gold=cfg.data, predictions="", out=cfg.out, meta_threshold=cfg.meta_threshold,
-                       bootstrap_n=cfg.bootstrap_n, bootstrap_seed=cfg.bootstrap_seed, ci_level=cfg.ci_level,
+                       bootstrap=cfg.bootstrap,
                        breakdowns=list(cfg.breakdowns))
 
 

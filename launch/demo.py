@@ -273,7 +273,7 @@ def pipeline(cfg: DemoConfig) -> Path:
                 f"data.prompt_template={cfg.prompt_template}", f"model.name_or_path={d['tiny-model']}"]
         judge = [f"judge.n={cfg.eval_n}", "judge.policy=pessimistic", f"judge.template={cfg.prompt_template}",
                  f"judge.max_tokens={cfg.judge_max_tokens}", f"judge.temperature={cfg.eval_temperature}",
-                 f"judge.run_seed={cfg.seed}", f"bootstrap_n={cfg.bootstrap_n}", "meta.kind=rule",
+                 f"judge.run_seed={cfg.seed}", f"bootstrap.n={cfg.bootstrap_n}", "meta.kind=rule",
                  "grade_every_pass=true"]  # per-record mean meta reward per pass: the GRPO stage's reward gain
         held_out = f"{d['split']}/held_out.jsonl"
 

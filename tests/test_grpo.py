@@ -94,6 +94,7 @@ def test_heldout_evaluation_is_verifierbench_on_the_saved_checkpoint(tmp_path, t
     """
     from eval.score import ScoreConfig
     from eval.score import run as score
+    from eval.stats import BootstrapSpec
     from training.config import GRPORunConfig
     from training.grpo import run
     from verifier.config import compose
@@ -120,7 +121,7 @@ def test_heldout_evaluation_is_verifierbench_on_the_saved_checkpoint(tmp_path, t
     assert 0.0 <= saved["mean_reward"] <= 1.0 and len(saved["per_record_reward"]) == 5
     ref = score(ScoreConfig(gold=str(out / "heldout" / "held_out.jsonl"),
                             predictions=str(out / "heldout" / "judgments.jsonl"), out=str(tmp_path / "score"),
-                            bootstrap_n=100, bootstrap_seed=0, report=False))
+                            bootstrap=BootstrapSpec(n=100, seed=0), report=False))
     for key in ("rough.tpr", "rough.tnr", "rough.balanced_f1", "meta.tpr", "meta.tnr", "meta.balanced_f1"):
         assert saved[key] == ref[key] == m[key], key
     assert saved["n"] == ref["n"] == 5
@@ -347,12 +348,12 @@ def test_failed_judge_call_is_neutral_in_the_grpo_advantage(tmp_path, tiny_model
     import numpy as np
     import pandas as pd
 
-    from training import rewards
     from training.config import GRPORunConfig
     from training.grpo import run
+    from verifier import meta_verifier
     from verifier.config import compose
 
-    monkeypatch.setattr(rewards, "RuleMetaVerifier", _ScriptedJudge)
+    monkeypatch.setattr(meta_verifier, "RuleMetaVerifier", _ScriptedJudge)  # make_meta_verifier builds the reward's
     out = tmp_path / "neutral"
     cfg = compose("grpo", GRPORunConfig, ["experiment=meta_ver_rl", f"output_dir={out}", *_tiny(tiny_model),
                                           "grpo.max_steps=1", "grpo.save_steps=1", "grpo.per_device_train_batch_size=4",

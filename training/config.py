@@ -2,7 +2,7 @@
 
 :class:`GRPORunConfig` composes the policy model (:class:`ModelConfig`, :class:`LoraSettings`), the data
 (:class:`DataConfig`), the reward (``training.rewards.RewardConfig``), the ``trl.GRPOConfig`` fields
-(:class:`GRPOSettings`), the held-out evaluation (:class:`EvalConfig`), W&B (:class:`WandbSettings`),
+(:class:`GRPOSettings`), the held-out evaluation (:class:`EvalConfig`), W&B (``verifier.results.WandbConfig``),
 how a submitit job starts its ranks (:class:`LaunchSettings`) and prover RL (``training.prover_reward``).
 ``training/sft.py`` reuses the model, data and W&B groups.
 """
@@ -15,8 +15,10 @@ from typing import Any
 
 from training.prover_reward import ProverRLConfig
 from training.rewards import RewardConfig
+from verifier.config import JudgeConfig
 from verifier.engine import EndpointConfig
 from verifier.offline import OfflineConfig
+from verifier.results import WandbConfig
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TINY_MODEL = "artifacts/tiny-model"  # relative to REPO; built on demand (training.model.ensure_model)
@@ -127,7 +129,10 @@ class EvalConfig:
     ``engine=offline`` judges ``DIR/final`` (LoRA: ``DIR/final_merged``) with ``vllm.LLM`` in the main
     process (``offline.*``: its options; ``offline.model`` is set to the checkpoint). ``engine=endpoint``
     judges on a served endpoint (``endpoint.*``, e.g. ``python -m verifier.serve model=DIR/final``).
-    The meta-verifier is the reward's (``reward.meta_judge``, ``reward.endpoint``).
+    The judge is the one judge config (:meth:`judge_config`: ``n_passes`` is ``judge.n``, ``aggregation``
+    ``judge.policy``, ``max_new_tokens`` ``judge.max_tokens``, ``seed`` ``judge.run_seed``; its sampling
+    ``verifier.config.Sampling``); the meta-verifier is the reward's, the one meta-verifier config
+    (``reward.meta_judge``, ``reward.endpoint``: ``training.rewards.RewardConfig.meta_verifier``).
     """
 
     enabled: bool = True
@@ -145,17 +150,14 @@ class EvalConfig:
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
     progress: bool = True
 
+    def judge_config(self, with_reference: bool = False, template: str = "verify") -> JudgeConfig:
+        """The held-out judge: the one judge config these keys set (all passes: no early stop)."""
+        return JudgeConfig(n=self.n_passes, policy=self.aggregation, k=self.k, early_stop=False, run_seed=self.seed,
+                           with_reference=with_reference, template=template, temperature=self.temperature,
+                           top_p=self.top_p, max_tokens=self.max_new_tokens)
 
-@dataclass
-class WandbSettings:
-    """Weights & Biases; ``mode=auto`` is online with WANDB_API_KEY set, offline without."""
 
-    enabled: bool = True
-    project: str = "proofverifier-grpo"
-    entity: str | None = None
-    group: str | None = None
-    mode: str = "auto"  # auto | online | offline | disabled
-    tags: list[str] = field(default_factory=list)
+WandbSettings = WandbConfig  # former name of training's W&B config (one class: verifier.results.WandbConfig)
 
 
 @dataclass
@@ -188,7 +190,7 @@ class GRPORunConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)
     grpo: GRPOSettings = field(default_factory=GRPOSettings)
     eval: EvalConfig = field(default_factory=EvalConfig)
-    wandb: WandbSettings = field(default_factory=WandbSettings)
+    wandb: WandbConfig = field(default_factory=lambda: WandbConfig(project="proofverifier-grpo", mode="auto"))
     launch: LaunchSettings = field(default_factory=LaunchSettings)
     prover: ProverRLConfig = field(default_factory=ProverRLConfig)  # experiment=prover_rl (training.prover_reward)
     overrides: list[str] = field(default_factory=list)  # filled from Hydra; names the W&B run

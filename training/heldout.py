@@ -9,7 +9,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from eval.verifierbench import MetaConfig, VerifierBenchConfig
+from eval.stats import BootstrapSpec
+from eval.verifierbench import VerifierBenchConfig
 from eval.verifierbench import run as verifierbench
 from training.config import GRPORunConfig
 from verifier.io import write_jsonl
@@ -19,17 +20,12 @@ from verifier.results import WandbConfig
 def heldout_config(cfg: GRPORunConfig, out: Path, data_path: Path, model_dir: str):
     """The VerifierBench config of the held-out evaluation (the same path as ``python -m eval.verifierbench``)."""
     e, r = cfg.eval, cfg.reward
-    meta = MetaConfig(kind=r.meta_judge, endpoint=r.endpoint, temperature=r.judge_temperature,
-                      max_tokens=r.endpoint.max_tokens or r.judge_max_tokens, run_seed=cfg.grpo.seed, near=r.near,
-                      show_reasoning=r.judge_sees_reasoning)
-    judge = dataclasses.replace(VerifierBenchConfig().judge, n=e.n_passes, policy=e.aggregation, k=e.k,
-                                early_stop=False, run_seed=e.seed, with_reference=cfg.data.with_reference,
-                                template=cfg.data.prompt_template, temperature=e.temperature, top_p=e.top_p,
-                                max_tokens=e.max_new_tokens)
+    meta = r.meta_verifier(run_seed=cfg.grpo.seed)  # the reward's meta-verifier (endpoint.max_tokens: its budget)
+    judge = e.judge_config(with_reference=cfg.data.with_reference, template=cfg.data.prompt_template)
     offline = dataclasses.replace(e.offline, model=str(model_dir))
     return VerifierBenchConfig(data=str(data_path), out=str(out), engine=e.engine,
                                verifier=e.endpoint, offline=offline, judge=judge, meta=meta,
-                               meta_threshold=e.meta_threshold, bootstrap_n=e.bootstrap_n, bootstrap_seed=e.seed,
+                               meta_threshold=e.meta_threshold, bootstrap=BootstrapSpec(n=e.bootstrap_n, seed=e.seed),
                                grade_every_pass=True, progress=e.progress,
                                title=f"{cfg.experiment_name}: held-out VerifierBench", wandb=WandbConfig(enabled=False))
 

@@ -39,6 +39,7 @@ from data_pipeline.synthetic import generate_synthetic
 from data_pipeline.synthetic_check import check_proof, parse_problem
 from eval.proverbench import ProverBenchConfig, RefineConfig, decide, judgments_path
 from eval.proverbench import run as proverbench
+from eval.stats import BootstrapSpec
 from training.rewards import JudgeFailureError, _all_ranks_sum, _log, _log_extra, _world_size, completion_text
 from verifier.engine import EndpointConfig, OpenAIEngine
 from verifier.formats import ProofProblem, load_proofbench_problems
@@ -384,8 +385,7 @@ def evaluate_prover(cfg: ProverRLConfig, ev: Any, out: Any, problems: Sequence[A
     pb = ProverBenchConfig(problems=str(data), out=str(d), generator=ev.endpoint, generation=gen,
                            verifier=cfg.verifier, pool=cfg.pool, refine=RefineConfig(rounds=cfg.eval_refine_rounds),
                            judge=dataclasses.replace(cfg.judge, n=cfg.eval_passes, policy="pessimistic", early_stop=False),
-                           bootstrap_n=ev.bootstrap_n,
-                           bootstrap_seed=ev.seed, progress=ev.progress, title=f"{label}: held-out ProverBench",
+                           bootstrap=BootstrapSpec(n=ev.bootstrap_n, seed=ev.seed), progress=ev.progress, title=f"{label}: held-out ProverBench",
                            wandb=WandbConfig(enabled=False))
     engine = None
     if ev.engine == "offline":

@@ -44,9 +44,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from verifier.engine import EndpointConfig, OpenAIEngine, SamplingConfig
+from verifier.config import MetaVerifierConfig
+from verifier.engine import EndpointConfig
 from verifier.errors import InputError, UserError
-from verifier.meta_verifier import LLMMetaVerifier, RuleMetaVerifier
+from verifier.meta_verifier import make_meta_verifier
 from verifier.parser import finish_reason_of, parse_completion, parse_verification
 from verifier.records import (
     NO_STEP,
@@ -75,6 +76,11 @@ class RewardConfig:
     ``components`` maps a component name (``format``, ``rough``, ``meta``) to its
     weight in ``GRPOConfig.reward_weights``; a weight of 0 keeps the component as a
     logged metric without using it in the advantage.
+
+    The meta-verifier keys (``meta_judge``, ``endpoint``, ``judge_max_tokens``, ``judge_temperature``,
+    ``judge_sees_reasoning``, ``near``) are the GRPO names of the one meta-verifier config,
+    :class:`verifier.config.MetaVerifierConfig` (:meth:`meta_verifier`), which the reward and the
+    held-out evaluation both build with ``verifier.meta_verifier.make_meta_verifier``.
     """
 
     components: dict[str, float] = field(default_factory=lambda: {"meta": 1.0})
@@ -88,6 +94,12 @@ class RewardConfig:
     format_gate: bool = True  # unparseable outputs score 0 without a judge call (false: the judge grades them)
     near: int = 1  # rule-based meta-verifier: first-error step within `near` steps is a BASIC_MATCH
     log_rationale_chars: int = 400
+
+    def meta_verifier(self, run_seed: int = 0) -> MetaVerifierConfig:
+        """The one meta-verifier config these keys set (``kind`` = ``meta_judge`` ...)."""
+        return MetaVerifierConfig(kind=self.meta_judge, endpoint=self.endpoint, temperature=self.judge_temperature,
+                                  max_tokens=self.judge_max_tokens, run_seed=run_seed, near=self.near,
+                                  show_reasoning=self.judge_sees_reasoning)
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -323,17 +335,12 @@ class MetaReward:
         self.log_rationale_chars = log_rationale_chars
         if verifier is not None:
             self.verifier = verifier
-        elif judge == "rule":
-            self.verifier = RuleMetaVerifier(near=near)
-        elif judge == "llm":
-            if endpoint is None:
-                raise InputError("the LLM meta reward needs an endpoint (reward.endpoint.base_url, model, api_key)")
-            # endpoint.max_tokens, when set, is the judge's budget (OpenAIEngine); else judge_max_tokens
-            self.verifier = LLMMetaVerifier(OpenAIEngine(endpoint),
-                                            SamplingConfig(temperature=judge_temperature, max_tokens=judge_max_tokens),
-                                            show_reasoning=judge_sees_reasoning)
         else:
-            raise InputError(f"unknown meta judge {judge!r} (expected rule or llm)")
+            if judge == "llm" and endpoint is None:
+                raise InputError("the LLM meta reward needs an endpoint (reward.endpoint.base_url, model, api_key)")
+            self.verifier = make_meta_verifier(MetaVerifierConfig(
+                kind=judge, endpoint=endpoint or EndpointConfig(), temperature=judge_temperature,
+                max_tokens=judge_max_tokens, near=near, show_reasoning=judge_sees_reasoning), key="reward.meta_judge")
         self.last = StepStats()
         self.total = StepStats()
         self.history: list[StepStats] = []

@@ -26,13 +26,14 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from data_pipeline.synthetic import gold_verification
-from training.config import DataConfig, ModelConfig, WandbSettings
+from training.config import DataConfig, ModelConfig
 from training.data import load_trajectories_for
 from training.model import load_model
 from training.scale import data_toy_values, raise_on_toy_values
 from verifier.config import hydra_main, redact
 from verifier.errors import InputError
 from verifier.parser import format_verification
+from verifier.results import WandbConfig
 from verifier.templates import as_messages, verification_prompt
 
 log = logging.getLogger("training.sft")
@@ -62,7 +63,8 @@ class SFTRunConfig:
     save_total_limit: int | None = 2
     seed: int = 0
     bf16: bool | None = None  # None: TRL's default (bf16 unless fp16); profile cpu_tiny sets false
-    wandb: WandbSettings = field(default_factory=lambda: WandbSettings(enabled=False))
+    wandb: WandbConfig = field(default_factory=lambda: WandbConfig(enabled=False, project="proofverifier-grpo",
+                                                                   mode="auto"))
     extra: dict[str, Any] = field(default_factory=dict)  # any other trl.SFTConfig field
 
 

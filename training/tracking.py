@@ -6,9 +6,9 @@ import os
 import uuid
 from pathlib import Path
 
-from training.config import GRPORunConfig, WandbSettings
+from training.config import GRPORunConfig
 from verifier.config import is_secret_override, redact
-from verifier.results import resolve_mode
+from verifier.results import WandbConfig, resolve_mode
 
 
 def run_name(cfg: GRPORunConfig) -> str:
@@ -24,15 +24,15 @@ def run_name(cfg: GRPORunConfig) -> str:
     return ",".join([cfg.experiment_name, *extra])[:128]
 
 
-def wandb_mode(settings: WandbSettings) -> str:
+def wandb_mode(settings: WandbConfig) -> str:
     """``auto`` -> env WANDB_MODE, else online with a key (env WANDB_API_KEY), offline without.
 
-    >>> wandb_mode(WandbSettings(enabled=False)), wandb_mode(WandbSettings(mode="offline"))
+    >>> wandb_mode(WandbConfig(enabled=False)), wandb_mode(WandbConfig(mode="offline"))
     ('disabled', 'offline')
     """
     if not settings.enabled:
         return "disabled"
-    return resolve_mode(None if settings.mode == "auto" else settings.mode)
+    return resolve_mode(settings.mode)
 
 
 def init_wandb(cfg: GRPORunConfig, out: Path, is_main: bool):
@@ -47,6 +47,7 @@ def init_wandb(cfg: GRPORunConfig, out: Path, is_main: bool):
     run_id = id_file.read_text().strip() if (cfg.resume and id_file.exists()) else uuid.uuid4().hex[:12]
     id_file.write_text(run_id)
     run = wandb.init(project=cfg.wandb.project, entity=cfg.wandb.entity, group=cfg.wandb.group or cfg.experiment_name,
-                     name=run_name(cfg), id=run_id, resume="allow", dir=str(out), mode=mode,
+                     name=cfg.wandb.name or run_name(cfg), id=run_id, resume="allow", dir=cfg.wandb.dir or str(out),
+                     mode=mode,
                      tags=list(cfg.wandb.tags) + [cfg.experiment_name], config=redact(cfg))
     return run

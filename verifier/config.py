@@ -1,5 +1,13 @@
 """Typed configs: dataclasses registered with Hydra and mirrored by YAML in ``configs/``.
 
+The shared config of each concept has its home here (one class per concept, every command uses it):
+``Sampling`` (temperature, top_p, max_tokens of every generating command), ``JudgeConfig`` (how each
+proof is judged: passes, aggregation policy, template, sampling), ``MetaVerifierConfig`` (which
+meta-verifier grades a verification; built by ``verifier.meta_verifier.make_meta_verifier``).
+Bootstrap: ``eval.stats.BootstrapSpec``; W&B: ``verifier.results.WandbConfig``. A schema's ``RENAMED``
+maps a key that moved to its new name: the old key on the command line keeps working (``renamed``:
+a note names the new key).
+
 Each command is a Hydra app whose schema is a dataclass; ``hydra_main(name, Schema)``
 loads ``configs/<name>.yaml`` (which lists ``<name>_schema`` in its defaults),
 validates overrides against the schema and hands the function a dataclass instance.
@@ -14,14 +22,74 @@ import re
 import sys
 import types
 import typing
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
+from verifier.aggregate import AggregationPolicy
+from verifier.engine import EndpointConfig, SamplingConfig
 from verifier.errors import EXIT_USER_ERROR, InputError, full_error, run_command
 from verifier.redaction import redact
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 T = TypeVar("T")
+
+
+@dataclass
+class Sampling:
+    """The sampling keys of every generating command: the judge (``judge.*``), the prover
+    (``generation.*``, ``verifier.generation.GenerationConfig``), the critic (``critic.*``); one
+    definition, inherited by those configs. ``sampling()`` is what the engines take."""
+
+    temperature: float = 1.0  # section 5.1: 1.0
+    top_p: float = 1.0
+    max_tokens: int = 1024
+
+    def sampling(self) -> SamplingConfig:
+        return SamplingConfig(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens)
+
+
+@dataclass
+class JudgeConfig(Sampling):
+    """How each proof is judged (mirrored by ``judge:`` in ``configs/judge.yaml``; sampling: :class:`Sampling`)."""
+
+    n: int = 8  # passes per proof (section 4.4: 8)
+    policy: str = "pessimistic"  # pessimistic | k_of_n | majority
+    k: int | None = None  # k_of_n only (TCS-Bench: 3 of 4)
+    unparseable: str = "reject"  # reject | ignore (always counted)
+    early_stop: bool = False
+    waves: list[int] = field(default_factory=lambda: [1, 1, 2, 4])  # pass counts per wave
+    run_seed: int = 0
+    with_reference: bool = True
+    template: str = "verify"
+    max_concurrency: int = 256  # trajectories in flight (requests are bounded by the engine)
+    model: str | None = None  # override the engine's model (e.g. a LoRA adapter name)
+    # template judges (eval.judges: IneqMath, TCS-Bench, ProofJudge): how a sample is read
+    parser: str = "verification"  # verification | verifier.parser.parse_<parser> | none (raw text)
+    structured: bool = False  # vLLM structured outputs with eval.judges.answer_regex(parser)
+    regex: str | None = None  # explicit structured-output regex (overrides ``structured``)
+    rationale_chars: int = 24  # structured outputs: length of the free rationale before the answer block
+
+    def aggregation(self) -> AggregationPolicy:
+        return AggregationPolicy(kind=self.policy, n=self.n, k=self.k, unparseable=self.unparseable)  # type: ignore[arg-type]
+
+
+@dataclass
+class MetaVerifierConfig:
+    """Which meta-verifier grades a verification against the expert annotation (sections 3.3, 4.3).
+
+    ``eval.verifierbench``'s ``meta.*``; the GRPO reward's meta-verifier (``reward.meta_judge``,
+    ``reward.endpoint``, ``reward.judge_*``, ``reward.near``) is this config too
+    (``training.rewards.RewardConfig.meta_verifier``), and the held-out evaluation grades with it.
+    """
+
+    kind: str = "rule"  # rule | llm (section 3.3: gpt-oss-120b in the paper)
+    endpoint: EndpointConfig = field(default_factory=EndpointConfig)  # llm: its own server
+    temperature: float = 0.0
+    max_tokens: int = 2048  # the judge's budget when endpoint.max_tokens is null (reasoning judges: set that)
+    run_seed: int = 0
+    near: int = 1  # rule: a first error step within this many steps is a BASIC_MATCH
+    show_reasoning: bool = False  # llm: also show the verifier's private reasoning (B.3: rationale and verdict only)
 
 
 def register(name: str, schema: type) -> None:
@@ -79,8 +147,9 @@ def hydra_main(name: str, schema: type[T], config_dir: Path | None = None
 
             # before Hydra sees the command line: endpoint keys move to the environment, so no
             # saved config (multirun.yaml, .hydra/), submitit pickle, log or run name gets them
-            argv = keys_out_of_argv(schema, sys.argv[1:])
-            if argv != sys.argv[1:] or redact(argv) != argv:
+            given = renamed(schema, sys.argv[1:])  # an old key under its new name
+            argv = keys_out_of_argv(schema, given)
+            if argv != given or redact(argv) != argv:
                 _retitle(argv)
             sys.argv[1:] = argv
             try:
@@ -127,8 +196,31 @@ def compose(name: str, schema: type[T], overrides: list[str] | None = None, conf
     register(name, schema)
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(config_dir or CONFIG_DIR), version_base="1.3"):
-        cfg = _compose(config_name=name, overrides=overrides or [])
+        cfg = _compose(config_name=name, overrides=renamed(schema, overrides or []))
     return to_object(cfg)
+
+
+def renamed(schema: type, args: list[str]) -> list[str]:
+    """Overrides with every renamed key (``schema.RENAMED``: old dotted key -> new) under its new name.
+
+    An old key in a script keeps working; a note on stderr names the new key.
+
+    >>> class ScoreConfig:  # eval.score's
+    ...     RENAMED = {"bootstrap_n": "bootstrap.n", "ci_level": "bootstrap.level"}
+    >>> renamed(ScoreConfig, ["bootstrap_n=20", "gold=g.jsonl", "+ci_level=0.9"])
+    ['bootstrap.n=20', 'gold=g.jsonl', '+bootstrap.level=0.9']
+    """
+    table: dict[str, str] = getattr(schema, "RENAMED", {})
+    out = []
+    for arg in args:
+        head, sep, value = arg.partition("=")
+        key = head.lstrip("+~")
+        if sep and key in table:
+            new = table[key]
+            print(f"note: {key} is now {new} ({key}={value} was read as {new}={value})", file=sys.stderr, flush=True)
+            arg = f"{head[: len(head) - len(key)]}{new}={value}"
+        out.append(arg)
+    return out
 
 
 def is_secret_override(override: str) -> bool:

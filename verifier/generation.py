@@ -51,7 +51,8 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from verifier.budget import check_budget
-from verifier.engine import Completion, Engine, GenerationRequest, SamplingConfig, base_seed
+from verifier.config import Sampling
+from verifier.engine import Completion, Engine, GenerationRequest, base_seed
 from verifier.io import JsonlAppender, iter_jsonl, truncate_partial_last_line
 from verifier.parser import parse_verification
 from verifier.records import NO_STEP, ProofTrajectory
@@ -59,20 +60,15 @@ from verifier.templates import as_messages, render, split_proof_steps
 
 
 @dataclass
-class GenerationConfig:
-    """Sampling of the prover and its prompts (section 5.1: temperature 1.0)."""
+class GenerationConfig(Sampling):
+    """Sampling of the prover (``verifier.config.Sampling``; section 5.1: temperature 1.0) and its prompts."""
 
-    temperature: float = 1.0
-    top_p: float = 1.0
     max_tokens: int = 16384
     run_seed: int = 0
     chunk_size: int = 32  # proofs requested + persisted together
     template: str = "generate_proof"  # verifier/prompts/<name>.j2 (B.1)
     refine_template: str = "revise_proof"  # the revision prompt (section 4.1): earlier proof + a rejecting pass's rationale
     critique_chars: int = 4000  # a longer critique is cut (the cut is marked)
-
-    def sampling(self) -> SamplingConfig:
-        return SamplingConfig(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens)
 
 
 @dataclass(frozen=True)

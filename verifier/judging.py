@@ -1,6 +1,6 @@
 """How a proof is judged: THE judge config, the wave plan, the pass cache (section 4.4).
 
-``JudgeConfig`` is THE judge config (Hydra group ``configs/judge/default.yaml``) of every command
+``JudgeConfig`` (``verifier.config``) is THE judge config (Hydra group ``configs/judge/default.yaml``) of every command
 that judges; the loop over records and passes, the JSONL output and resume live in ``verifier.runner``
 (the one judging runner); the judgment record and its row in ``verifier.judgment``. In-memory use::
 
@@ -35,43 +35,11 @@ import json
 import sqlite3
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from verifier.aggregate import AggregationPolicy
+from verifier.config import JudgeConfig  # noqa: F401 - THE judge config, imported from here by callers
 from verifier.engine import Completion, Engine, SamplingConfig
 from verifier.errors import InputError
-
-
-@dataclass
-class JudgeConfig:
-    """How each proof is judged (mirrored by ``judge:`` in ``configs/judge.yaml``)."""
-
-    n: int = 8  # passes per proof (section 4.4: 8)
-    policy: str = "pessimistic"  # pessimistic | k_of_n | majority
-    k: int | None = None  # k_of_n only (TCS-Bench: 3 of 4)
-    unparseable: str = "reject"  # reject | ignore (always counted)
-    early_stop: bool = False
-    waves: list[int] = field(default_factory=lambda: [1, 1, 2, 4])  # pass counts per wave
-    run_seed: int = 0
-    with_reference: bool = True
-    template: str = "verify"
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 1024
-    max_concurrency: int = 256  # trajectories in flight (requests are bounded by the engine)
-    model: str | None = None  # override the engine's model (e.g. a LoRA adapter name)
-    # template judges (eval.judges: IneqMath, TCS-Bench, ProofJudge): how a sample is read
-    parser: str = "verification"  # verification | verifier.parser.parse_<parser> | none (raw text)
-    structured: bool = False  # vLLM structured outputs with eval.judges.answer_regex(parser)
-    regex: str | None = None  # explicit structured-output regex (overrides ``structured``)
-    rationale_chars: int = 24  # structured outputs: length of the free rationale before the answer block
-
-    def aggregation(self) -> AggregationPolicy:
-        return AggregationPolicy(kind=self.policy, n=self.n, k=self.k, unparseable=self.unparseable)  # type: ignore[arg-type]
-
-    def sampling(self) -> SamplingConfig:
-        return SamplingConfig(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens)
 
 
 def wave_plan(n: int, waves: Sequence[int] | None) -> list[tuple[int, int]]:

@@ -23,7 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
-from verifier.engine import Engine, GenerationRequest, SamplingConfig, base_seed
+from verifier.config import MetaVerifierConfig
+from verifier.engine import Engine, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
 from verifier.errors import InputError
 from verifier.parser import parse_meta_completion
 from verifier.records import (
@@ -124,3 +125,16 @@ class LLMMetaVerifier:
 
     async def agrade_batch(self, pairs):
         return self._parse(await self.engine.agenerate(self.requests(pairs), self.sampling))
+
+
+def make_meta_verifier(cfg: MetaVerifierConfig, key: str = "meta.kind") -> MetaVerifier:
+    """The configured meta-verifier (one interface: ``grade_batch(pairs)``); ``key`` names the kind's
+    config key in the error message (``reward.meta_judge`` for the GRPO reward)."""
+    if cfg.kind == "rule":
+        return RuleMetaVerifier(near=cfg.near)
+    if cfg.kind == "llm":
+        # endpoint.max_tokens, when set, is the judge's budget (OpenAIEngine); else max_tokens
+        return LLMMetaVerifier(OpenAIEngine(cfg.endpoint),
+                               SamplingConfig(temperature=cfg.temperature, max_tokens=cfg.max_tokens), cfg.run_seed,
+                               show_reasoning=cfg.show_reasoning)
+    raise InputError(f"unknown meta judge {cfg.kind!r}: {key} must be rule or llm")

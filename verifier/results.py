@@ -30,14 +30,16 @@ HEADLINE = ("rough.tpr", "rough.tnr", "rough.balanced_f1", "meta.tpr", "meta.tnr
 
 @dataclass
 class WandbConfig:
-    """W&B logging of an evaluation; offline unless WANDB_API_KEY is set and mode is not forced."""
+    """W&B of any command (the one W&B config: evaluations' and training's ``wandb.*``); offline unless
+    WANDB_API_KEY is set and mode is not forced."""
 
     enabled: bool = True
-    project: str = "proofverifier-eval"
+    project: str = "proofverifier-eval"  # training: proofverifier-grpo
     entity: str | None = None
-    name: str | None = None
-    mode: str | None = None  # online | offline | disabled; default: offline without WANDB_API_KEY
-    dir: str | None = None  # default: <out>/wandb
+    group: str | None = None  # training: default the experiment name
+    name: str | None = None  # training: default the experiment plus its overrides
+    mode: str | None = None  # online | offline | disabled; null or auto: online with WANDB_API_KEY, else offline
+    dir: str | None = None  # default: <out>/wandb (training: the run's output_dir)
     tags: list[str] = field(default_factory=list)
 
 
@@ -404,8 +406,10 @@ def resolve_mode(mode: str | None = None) -> str:
 
     >>> resolve_mode("disabled")
     'disabled'
+    >>> import os; os.environ.pop("WANDB_MODE", None) and None; resolve_mode("auto") == resolve_mode(None)
+    True
     """
-    if mode:
+    if mode and mode != "auto":
         return mode
     env = os.environ.get("WANDB_MODE")
     if env:
