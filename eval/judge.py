@@ -26,6 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import requests
+
+from training.preflight import served_models
+from verifier.config import hydra_main
 from verifier.engine import EndpointConfig, OpenAIEngine
 from verifier.errors import InputError
 from verifier.formats import load_any
@@ -114,9 +118,6 @@ def check_served_model(endpoint: EndpointConfig) -> None:
     A server that does not answer is left to the run (its requests fail, are counted and the command says
     to re-run it).
     """
-    import requests
-
-    from training.preflight import served_models
 
     for url in endpoint.urls:
         try:
@@ -133,8 +134,6 @@ def _fmt(v: Any) -> str:
 
 
 def main() -> None:
-    from verifier.config import hydra_main
-
     @hydra_main("judge", JudgeAppConfig)
     def _run(cfg: JudgeAppConfig) -> None:
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

@@ -32,12 +32,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rich.console import Console
+from rich.table import Table
+
+from eval.browse import write_browser_for_run
+from eval.metrics import Prediction, acceptance_table, flip_rate, k_curve
 from eval.stats import BOOTSTRAP_RENAMED, BootstrapSpec
+from verifier.config import hydra_main
 from verifier.engine import EndpointConfig, Engine, OpenAIEngine
 from verifier.formats import ProofProblem, load_proofbench_problems
 from verifier.generation import (
@@ -50,11 +57,22 @@ from verifier.generation import (
 )
 from verifier.generation import generate as run_generation
 from verifier.io import load_trajectories
-from verifier.judging import JudgeConfig
+from verifier.judging import JudgeConfig, PassCache
 from verifier.outputs import holds_output
 from verifier.pool import PoolConfig, member_labels, pool_accepts
-from verifier.records import ProofTrajectory
-from verifier.results import WandbConfig, log_eval, pct, write_metrics, write_report
+from verifier.records import ProofTrajectory, Verdict
+from verifier.results import (
+    WandbConfig,
+    ci_text,
+    figure,
+    log_eval,
+    md_table,
+    pct,
+    save_figure,
+    write_metrics,
+    write_report,
+)
+from verifier.runner import judge as run_judge
 
 GenerationOptions = GenerationConfig  # the prover's sampling (section 5.1: temperature 1.0); former name
 
@@ -145,8 +163,6 @@ def verifier_engine(cfg: ProverBenchConfig, k: int = 0) -> Engine:
 def judge(trajs: Sequence[ProofTrajectory], cfg: ProverBenchConfig, out: Path, k: int = 0
           ) -> tuple[dict[str, int], dict[str, dict[str, Any]]]:
     """Step 2 for pool member k on the one runner (``verifier.runner.judge``); (counts, rows by id)."""
-    from verifier.judging import PassCache
-    from verifier.runner import judge as run_judge
 
     def columns(t: ProofTrajectory) -> dict[str, Any]:
         return {"problem_id": t.problem_id, "split": t.split, "subject": t.subject,
@@ -188,11 +204,9 @@ def score(trajs: Sequence[ProofTrajectory], rows: dict[str, dict[str, Any]], cfg
           decisions: dict[str, bool | None] | None = None) -> dict[str, Any]:
     """Step 4: the metrics document (acceptance by split / subject, k-curve, flip rate). ``decisions``: the
     pool's (default: the main verifier's verdicts); the k-curve and flip rate are the main verifier's passes."""
-    from eval.metrics import Prediction, acceptance_table, flip_rate, k_curve
     spec = cfg.bootstrap
     scored = [t for t in trajs if t.id in rows and (decisions is None or decisions.get(t.id) is not None)]
     preds = [Prediction.from_dict(rows[t.id]) for t in scored]
-    from verifier.records import Verdict
 
     accepted = ([p.verdict is Verdict.VALID for p in preds] if decisions is None
                 else [bool(decisions[t.id]) for t in scored])
@@ -235,9 +249,6 @@ def score(trajs: Sequence[ProofTrajectory], rows: dict[str, dict[str, Any]], cfg
 
 
 def print_table(doc: dict[str, Any], title: str) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     t = Table(title=f"{title} (accepted only if all {doc['passes']} passes accept; 95% CI over problems)")
     t.add_column("split")
     t.add_column("accepted % [95% CI]", justify="right")
@@ -256,7 +267,6 @@ def run_rounds(problems: Sequence[ProofProblem], cfg: ProverBenchConfig, out: Pa
     pool's, by version id) and ``latest`` (per (problem, sample) the version ids of rounds 0..R, in order).
     Every step reads what is on disk first, so a killed run resumes at the (problem, sample, round) it reached.
     """
-    from collections import Counter
 
     counts: Counter = Counter()
     n_members = len(members(cfg))
@@ -331,7 +341,6 @@ def accepted_by_round(chain: dict[tuple[str, int], list[str]], decisions: dict[s
 
 def refine_doc(res: dict[str, Any], cfg: ProverBenchConfig) -> dict[str, Any]:
     """Acceptance after each round (overall, by split and subject, 95% CIs over problems) and the gain."""
-    from eval.metrics import acceptance_table
     spec = cfg.bootstrap
     firsts = {key: res["trajs"][ids[0]] for key, ids in res["chain"].items() if ids}
     by_round = []
@@ -349,7 +358,6 @@ def refine_doc(res: dict[str, Any], cfg: ProverBenchConfig) -> dict[str, Any]:
 
 def plot_refine(doc: dict[str, Any], path: Path) -> Path:
     """Acceptance (%) against refine rounds: overall and per split, with the overall 95% CI."""
-    from verifier.results import figure, save_figure
 
     fig, ax = figure()
     rounds = [b["round"] for b in doc["by_round"]]
@@ -391,7 +399,6 @@ def run(cfg: ProverBenchConfig, generator_engine: Engine | None = None) -> dict[
     decisions = res["decisions"] if cfg.pool.verifiers else None
     doc = score(first, rows, cfg, decisions)
     if cfg.pool.verifiers:  # each model's acceptance beside the pool's (round 0)
-        from eval.metrics import acceptance_table
         spec = cfg.bootstrap
         scored = [t for t in first if res["decisions"].get(t.id) is not None]
         doc["pool"] = {"rule": cfg.pool.rule, "pool": doc["acceptance"]["overall"], "members": [
@@ -438,7 +445,6 @@ def run(cfg: ProverBenchConfig, generator_engine: Engine | None = None) -> dict[
     browser_index = cfg.browser_index
     all_versions = list(res["trajs"].values())
     if browser_index is None:  # the report links the judgment browser of this run (eval.browse)
-        from eval.browse import write_browser_for_run
 
         browser_index = write_browser_for_run(out / "judgments.jsonl", all_versions, out / "browser", title=title)
     report = write_report(out, doc, title=title, browser_index=browser_index, extra=extra)
@@ -464,14 +470,10 @@ def _splits(doc: dict[str, Any]) -> list[str]:
 
 
 def _ci(m: dict[str, Any]) -> str:
-    from verifier.results import ci_text
-
     return ci_text(m)
 
 
 def md_rows(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    from verifier.results import md_table
-
     return md_table(header, rows)
 
 
@@ -484,8 +486,6 @@ def _redacted(cfg: ProverBenchConfig) -> ProverBenchConfig:
 
 
 def main() -> None:
-    from verifier.config import hydra_main
-
     hydra_main("proverbench", ProverBenchConfig)(run)()
 
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from verifier.config import hydra_main
 from verifier.errors import InputError
 from verifier.results import (
     HEADLINE,
@@ -151,7 +152,6 @@ def run(cfg: ReportConfig) -> dict[str, Any]:
     write_metrics(out, table, "ablation.json")
     print("\n".join(ablation_markdown(table)))
     if cfg.wandb.enabled:
-        from dataclasses import asdict
 
         r = init_run(cfg.wandb, asdict(cfg), out, job_type="report")
         try:
@@ -165,8 +165,6 @@ def run(cfg: ReportConfig) -> dict[str, Any]:
 
 
 def main() -> None:
-    from verifier.config import hydra_main
-
     hydra_main("report", ReportConfig)(run)()
 
 

@@ -20,8 +20,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from eval.browse import write_browser_for_run
 from eval.metrics import Alignment, Prediction, ScoreOptions, align_ids, score_predictions
 from eval.stats import BOOTSTRAP_RENAMED, BootstrapSpec
+from verifier.config import hydra_main
 from verifier.formats import load_gold
 from verifier.io import DatasetError, load_records
 from verifier.records import MetaGrade, ProofTrajectory
@@ -93,7 +95,6 @@ def run(cfg: ScoreConfig) -> dict[str, Any]:
     if cfg.report:
         browser_index = cfg.browser_index
         if browser_index is None:  # every report links the judgment browser of its predictions
-            from eval.browse import write_browser_for_run
 
             browser_index = write_browser_for_run(cfg.predictions, gold, Path(cfg.out) / "browser",
                                                   title=f"Judgments: {Path(cfg.predictions).name}")
@@ -106,8 +107,6 @@ def run(cfg: ScoreConfig) -> dict[str, Any]:
 
 
 def main() -> None:
-    from verifier.config import hydra_main
-
     hydra_main("score", ScoreConfig)(run)()
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import json
 import os
 import signal
@@ -34,7 +35,7 @@ from typing import Any
 
 import requests
 
-from verifier.config import CONFIG_DIR
+from verifier.config import CONFIG_DIR, hydra_main
 
 # Its own config folder: ``model=DIR`` must not collide with the training ``model`` group.
 SERVE_CONFIG_DIR = CONFIG_DIR / "serving"
@@ -88,7 +89,6 @@ def resolve_run_dir(cfg: ServeConfig) -> ServeConfig:
     vLLM), or with ``lora=true`` the base model (``adapter_config.json``'s ``base_model_name_or_path``) plus
     the ``DIR/final`` adapter served under the name. Raises naming what is missing.
     """
-    import dataclasses
 
     if not cfg.run_dir:
         return cfg
@@ -261,7 +261,6 @@ class VLLMServer:
 
 def main() -> None:
     """Hydra app: ``python -m verifier.serve model=DIR port=PORT`` (the key from ``$VERIFIER_API_KEY``)."""
-    from verifier.config import hydra_main
 
     @hydra_main("serve", ServeConfig, config_dir=SERVE_CONFIG_DIR)
     def _run(cfg: ServeConfig) -> None:
