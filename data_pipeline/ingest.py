@@ -28,10 +28,13 @@ import dataclasses
 import json
 import os
 import re
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
+
+from tqdm import tqdm
 
 from verifier.config import hydra_main
 from verifier.errors import EXIT_USER_ERROR, InputError
@@ -241,7 +244,6 @@ def ingest(cfg: IngestConfig) -> IngestResult:
         raise InputError(f"ingest config, field 'on_error': use raise or skip, got {cfg.on_error!r}")
     if cfg.extra_columns not in ("meta", "error"):
         raise InputError(f"ingest config, field 'extra_columns': use meta or error, got {cfg.extra_columns!r}")
-    from tqdm import tqdm
 
     files = input_files(cfg.input)
     result = IngestResult(records=[], inputs=[str(f) for f in files])
@@ -370,7 +372,6 @@ def run(cfg: IngestConfig) -> IngestResult:
 
 def main() -> None:
     """Hydra app: ``python -m data_pipeline.ingest input=PATH out=DIR``."""
-    import sys
 
     @hydra_main("ingest", IngestConfig)
     def _run(cfg: IngestConfig) -> None:

@@ -34,6 +34,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy.stats import entropy
 
 from verifier.config import hydra_main
 from verifier.engine import EndpointConfig, OpenAIEngine
@@ -79,7 +80,6 @@ def entropy_bits(counts: np.ndarray) -> np.ndarray:
     >>> entropy_bits(np.array([[4, 4], [8, 0], [0, 0], [2, 2]])).round(3).tolist()
     [1.0, 0.0, 0.0, 1.0]
     """
-    from scipy.stats import entropy
 
     counts = np.asarray(counts, dtype=np.float64).reshape(len(counts), -1)
     if (counts < 0).any():

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
+from scipy.stats import binomtest
+from sklearn.metrics import roc_auc_score
 
 from verifier.errors import InputError
 
@@ -210,7 +212,6 @@ def auc_mann_whitney(scores: Sequence[float], labels: Sequence[bool | int]) -> f
     >>> auc_mann_whitney([0.2, 0.4], [1, 1]) is None
     True
     """
-    from sklearn.metrics import roc_auc_score
 
     s = np.asarray(scores, dtype=float)
     y = np.asarray(labels, dtype=bool)
@@ -236,7 +237,6 @@ def sign_test(wins: int, losses: int) -> float:
     n = int(wins) + int(losses)
     if n == 0:
         return 1.0
-    from scipy.stats import binomtest
 
     return float(binomtest(int(wins), n, 0.5, alternative="two-sided").pvalue)
 

@@ -20,6 +20,7 @@ Input JSONL: ``id``, ``context``, ``statement``, ``reference_proof``, optional `
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -244,8 +245,6 @@ def run(cfg: TCSConfig) -> dict[str, Any]:
 
 
 def _with_model(jc: JudgeConfig, model: str | None) -> JudgeConfig:
-    import dataclasses
-
     return jc if jc.model is not None else dataclasses.replace(jc, model=model)
 
 

@@ -13,6 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import OmegaConf
+
 from training.config import GRPORunConfig, LaunchSettings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,8 +74,6 @@ def build_job_command(launch: LaunchSettings, overrides: list[str], launcher: di
 def submitit_launcher() -> dict[str, Any] | None:
     """The job's ``hydra.launcher`` config when this process is a submitit job, else None."""
     try:
-        from hydra.core.hydra_config import HydraConfig
-        from omegaconf import OmegaConf
 
         hc = HydraConfig.get()
     except Exception:

@@ -30,6 +30,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hydra.core.hydra_config import HydraConfig
+
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # `accelerate launch training/grpo.py` puts training/ first on the path
     sys.path.insert(0, str(REPO))
@@ -115,7 +117,6 @@ def run(cfg: GRPORunConfig) -> dict[str, Any]:
 
 def _hydra_overrides() -> list[str]:
     try:
-        from hydra.core.hydra_config import HydraConfig
 
         return list(HydraConfig.get().overrides.task)
     except Exception:  # not under a Hydra app (compose() in tests)

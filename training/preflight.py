@@ -27,6 +27,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+import requests
+from huggingface_hub import try_to_load_from_cache
+
 from training.model import ensure_model
 from verifier.offline import llm_kwargs
 
@@ -72,7 +75,6 @@ def _model_config_local(model: str) -> bool:
     if (Path(model) / "config.json").exists():
         return True
     try:
-        from huggingface_hub import try_to_load_from_cache
 
         return isinstance(try_to_load_from_cache(model, "config.json"), str)
     except Exception:  # not a repo id
@@ -134,7 +136,6 @@ def _validate_classes(key: str, kw: dict[str, Any]) -> str:
 
 def served_models(base_url: str, api_key: str | None, timeout_s: float = 10.0) -> list[str]:
     """The model ids ``GET {base_url}/models`` lists (raises ``requests`` errors)."""
-    import requests
 
     r = requests.get(base_url.rstrip("/") + "/models", timeout=timeout_s,
                      headers={"Authorization": f"Bearer {api_key or 'EMPTY'}"})
@@ -144,7 +145,6 @@ def served_models(base_url: str, api_key: str | None, timeout_s: float = 10.0) -
 
 def check_endpoint(key: str, endpoint: Any) -> list[str]:
     """Every server of an ``EndpointConfig`` answers ``/v1/models`` and serves ``endpoint.model``."""
-    import requests
 
     found: list[str] = []
     for url in endpoint.urls:
@@ -162,7 +162,6 @@ def check_endpoint(key: str, endpoint: Any) -> list[str]:
 
 def check_generation_server(base_url: str) -> None:
     """TRL's ``trl vllm-serve`` answers ``GET /health/``."""
-    import requests
 
     try:
         requests.get(base_url.rstrip("/") + "/health/", timeout=10).raise_for_status()

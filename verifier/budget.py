@@ -20,6 +20,8 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+import requests
+
 from verifier.engine import GenerationRequest
 from verifier.errors import UserError
 
@@ -57,7 +59,6 @@ def max_model_len(engine: Any) -> int | None:
     if isinstance(getattr(engine, "max_model_len", None), int):  # VLLMOfflineEngine: resolved by vLLM
         value = engine.max_model_len
     elif cfg is not None and hasattr(cfg, "base_url"):  # OpenAI-compatible endpoint
-        import requests
 
         try:
             r = requests.get(_url(cfg).rstrip("/") + "/models", headers=_headers(cfg), timeout=30)
@@ -78,7 +79,6 @@ def prompt_tokens(engine: Any, req: GenerationRequest) -> int | None:
     cfg = getattr(engine, "cfg", None)
     if cfg is None or not hasattr(cfg, "base_url"):
         return None
-    import requests
 
     body: dict[str, Any] = {"model": req.model or engine.model, "messages": req.messages,
                             "add_generation_prompt": True}

@@ -20,11 +20,22 @@ import functools
 import os
 import re
 import sys
+import traceback
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TypeVar
+
+import hydra
+import setproctitle
+from hydra import compose as _compose
+from hydra import initialize_config_dir
+from hydra.core.config_store import ConfigStore
+from hydra.core.global_hydra import GlobalHydra
+from hydra.errors import HydraException
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from verifier.aggregate import AggregationPolicy
 from verifier.engine import EndpointConfig, SamplingConfig
@@ -93,14 +104,10 @@ class MetaVerifierConfig:
 
 
 def register(name: str, schema: type) -> None:
-    from hydra.core.config_store import ConfigStore
-
     ConfigStore.instance().store(name=f"{name}_schema", node=schema)
 
 
 def to_object(cfg: Any) -> Any:
-    from omegaconf import OmegaConf
-
     return OmegaConf.to_object(cfg)
 
 
@@ -124,7 +131,6 @@ def hydra_main(name: str, schema: type[T], config_dir: Path | None = None
     User errors (``verifier.errors``: bad record, missing file, config value, Hydra's unknown key or bad
     override) end the command with one message and exit code 2; ``HYDRA_FULL_ERROR=1`` adds the traceback.
     """
-    import hydra
 
     register(name, schema)
 
@@ -142,9 +148,6 @@ def hydra_main(name: str, schema: type[T], config_dir: Path | None = None
 
         @functools.wraps(fn)
         def entry(*args: Any, **kwargs: Any) -> Any:
-            from hydra.errors import HydraException
-            from omegaconf.errors import OmegaConfBaseException
-
             # before Hydra sees the command line: endpoint keys move to the environment, so no
             # saved config (multirun.yaml, .hydra/), submitit pickle, log or run name gets them
             given = renamed(schema, sys.argv[1:])  # an old key under its new name
@@ -162,7 +165,6 @@ def hydra_main(name: str, schema: type[T], config_dir: Path | None = None
             except (HydraException, OmegaConfBaseException):
                 if started or not full_error():
                     raise
-                import traceback
 
                 traceback.print_exc()  # HYDRA_FULL_ERROR=1: Hydra re-raised its error for the traceback
                 raise SystemExit(EXIT_USER_ERROR) from None
@@ -177,7 +179,6 @@ def _typed(cfg: Any) -> Any:
 
     A ``ValueError`` here comes from a config dataclass's ``__post_init__`` check (``EndpointConfig`` ...).
     """
-    from omegaconf.errors import OmegaConfBaseException
 
     try:
         return to_object(cfg)
@@ -189,9 +190,6 @@ def _typed(cfg: Any) -> Any:
 
 def compose(name: str, schema: type[T], overrides: list[str] | None = None, config_dir: Path | None = None) -> T:
     """The same config as the command line would build, for tests and notebooks."""
-    from hydra import compose as _compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
 
     register(name, schema)
     GlobalHydra.instance().clear()
@@ -277,7 +275,6 @@ def _holds_key_env(schema: type, path: list[str]) -> bool:
 def _retitle(args: list[str]) -> None:
     """Overwrite this process's command line (``ps``, ``/proc/PID/cmdline``) with the key-free one, so a
     key given as an override is visible only while the process starts (``setproctitle``)."""
-    import setproctitle
     n = len(sys.argv) - 1  # the interpreter and its options (python -m eval.judge) stay as they were
     head = list(getattr(sys, "orig_argv", sys.argv))
     head = head[: len(head) - n] if n else head

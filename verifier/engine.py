@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import contextlib
 import hashlib
 import logging
@@ -36,6 +37,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from tqdm.auto import tqdm
 
 log = logging.getLogger(__name__)
 
@@ -476,7 +479,6 @@ class OpenAIEngine:
         async with self._pool() as pool:
             tasks = [asyncio.ensure_future(self._one(pool, r, sampling)) for r in requests]
             if progress:
-                from tqdm.auto import tqdm
 
                 bar = tqdm(total=len(tasks), desc=f"generate ({self.model})", unit="req")
                 for t in tasks:
@@ -512,7 +514,6 @@ def run_sync(coro):
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)
-    import concurrent.futures
 
     with concurrent.futures.ThreadPoolExecutor(1) as ex:
         return ex.submit(asyncio.run, coro).result()

@@ -23,6 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
 from verifier.config import redact
 
 HEADLINE = ("rough.tpr", "rough.tnr", "rough.balanced_f1", "meta.tpr", "meta.tnr", "meta.balanced_f1")
@@ -187,7 +191,6 @@ def _err(m: Mapping[str, Any] | None) -> tuple[float, float] | None:
 
 def iso_f1_curves(ax, levels: Sequence[float] = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)) -> None:
     """Draw Balanced-F1 iso-lines in TPR-TNR space (in %): TNR = F·TPR / (2·TPR - F)."""
-    import numpy as np
 
     for f in levels:
         x = np.linspace(f / 2 + 1e-6, 1.0, 300)
@@ -304,8 +307,6 @@ def _metric_rows(doc: Mapping[str, Any]) -> list[str]:
 
 def print_table(doc: Mapping[str, Any], title: str = "VerifierBench scores") -> None:
     """Headline metrics of a score document as a rich table (percentages with CIs and counts)."""
-    from rich.console import Console
-    from rich.table import Table
 
     level = round(100 * (doc.get("bootstrap") or {}).get("level", 0.95))
     t = Table(title=f"{title} (n={doc.get('n')}, {level}% CI over problems)")
