@@ -412,6 +412,7 @@ def card(s: dict[str, Any], dec: Sequence[Decision], problems: Sequence[ProofPro
 
 
 def plot(s: dict[str, Any], path: Path) -> None:
+    # lazy: matplotlib is slow to import and needs its backend set first; only the plot uses it
     import matplotlib
 
     matplotlib.use("Agg")

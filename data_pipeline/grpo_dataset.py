@@ -62,6 +62,7 @@ def trajectory_from_row(row_trajectory: str) -> ProofTrajectory:
 
 def build_grpo_dataset(trajs: Iterable[ProofTrajectory], with_reference: bool = True):
     """A ``datasets.Dataset`` of GRPO rows; unannotated or error-case records must be filtered before."""
+    # lazy: datasets takes seconds to import (it pulls pyarrow and fsspec); only the GRPO table needs it
     from datasets import Dataset
 
     return Dataset.from_list([grpo_row(t, with_reference) for t in trajs])

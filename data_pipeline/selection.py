@@ -295,6 +295,7 @@ def summary(df: pd.DataFrame, cfg: SelectConfig, judge_info: dict[str, Any] | No
 
 
 def plot_entropy(df: pd.DataFrame, path: Path) -> None:
+    # lazy: matplotlib is slow to import and needs its backend set first; only the plot uses it
     import matplotlib
 
     matplotlib.use("Agg")

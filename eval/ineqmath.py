@@ -133,6 +133,7 @@ def relation_of(answer: str) -> str | None:
 
 
 def _mv_parse(expr: str):
+    # lazy: math_verify (sympy) takes most of a second to import; only the bound check needs it
     from math_verify import parse
 
     e = expr.strip().strip("$").strip()
@@ -150,6 +151,7 @@ def bound_equivalent(pred: str, gold: str) -> bool | None:
     >>> bound_equivalent("\\\\frac{1}{2}", "0.5"), bound_equivalent("3", "4"), bound_equivalent("\\\\foo{", "1")
     (True, False, None)
     """
+    # lazy: math_verify (sympy) takes most of a second to import; only the bound check needs it
     from math_verify import verify
 
     p, g = _mv_parse(pred), _mv_parse(gold)

@@ -18,6 +18,7 @@ from importlib import metadata
 
 
 def main() -> None:
+    # lazy: trl.scripts.vllm_serve imports vLLM, which is optional (the [cpu]/[gpu] extras) and slow to import
     from trl.scripts.vllm_serve import build_command, make_parser
 
     script_args, extra = make_parser().parse_args_and_config(return_remaining_strings=True)
@@ -37,6 +38,7 @@ def main() -> None:
     metadata.version = _version
     print("trl vllm-serve:", " ".join(["vllm", *cmd[3:]]), flush=True)
     sys.argv = ["vllm", *cmd[3:]]
+    # lazy: vLLM must be imported after sys.argv and its version metadata are patched above
     from vllm.entrypoints.cli.main import main as vllm_main
 
     vllm_main()

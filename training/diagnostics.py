@@ -33,6 +33,7 @@ class KLToInit:
     """
 
     def __init__(self, trainer: Any, n: int, seed: int = 0):
+        # lazy: torch takes seconds to import; only a training run builds the probe
         import torch
 
         self.trainer = trainer
@@ -67,6 +68,7 @@ class KLToInit:
 
     def value(self) -> float:
         """The mean per-token KL(warm start || current policy) over the fixed samples (nats)."""
+        # lazy: torch takes seconds to import; only a training run builds the probe
         import torch
 
         model = self.trainer.accelerator.unwrap_model(self.trainer.model)
@@ -87,6 +89,7 @@ class KLToInit:
 
     def callback(self):
         """The ``TrainerCallback`` that adds ``kl_to_init`` to the step's metrics before TRL logs them."""
+        # lazy: transformers takes seconds to import; only a training run asks the callback
         from transformers import TrainerCallback
 
         outer = self
@@ -159,6 +162,7 @@ def panel_keys(log_history: Sequence[Mapping[str, Any]], prefixes: Sequence[str]
 
 def plot_train_logs(logs: Mapping[str, Sequence[Mapping[str, Any]]], path: Path | str, title: str = "") -> Path:
     """One PNG of the GRPO diagnosis: a panel per quantity of ``PANELS``, a line per run and metric."""
+    # lazy: matplotlib is slow to import and needs its backend set first; only the plot uses it
     import matplotlib
 
     matplotlib.use("Agg")

@@ -25,6 +25,7 @@ def ensure_model(path: str) -> str:
 
 def load_model(cfg: ModelConfig, path: str | None = None):
     """(model, tokenizer, peft_config or None) for a model config."""
+    # lazy: torch and transformers take seconds to import; configs and checks import this module without them
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -41,6 +42,7 @@ def load_model(cfg: ModelConfig, path: str | None = None):
     model = AutoModelForCausalLM.from_pretrained(path, **kw)
     peft_config = None
     if cfg.lora.enabled:
+        # lazy: peft is only needed when LoRA is on (and takes a second to import)
         from peft import LoraConfig
 
         tm = cfg.lora.target_modules
@@ -72,6 +74,7 @@ def save_final(trainer, tokenizer, out: Path, cfg: GRPORunConfig, lora: bool) ->
 
 def merge_adapter(base: str, adapter: Path, dest: Path, model_cfg: ModelConfig) -> Path:
     """Base model + the saved LoRA adapter, merged and saved as a plain checkpoint (for vLLM)."""
+    # lazy: torch, peft, transformers and its DeepSpeed integration take seconds to import; only a merge needs them
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM

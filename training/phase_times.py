@@ -77,6 +77,7 @@ def install(trainer) -> PhaseClock:
     Call after anything that replaces ``trainer.vllm_generation.sync_weights`` (the CPU colocate sync of
     ``training.trainer``), so that the replacement is what gets timed. Installing twice is a no-op.
     """
+    # lazy: transformers takes seconds to import; only a training run installs the timer
     from transformers import TrainerCallback
 
     if getattr(trainer, "_phase_clock", None) is not None:

@@ -97,6 +97,7 @@ _VALID: dict[tuple[str, str], str] = {}
 
 def _validate(key: str, kw: dict[str, Any]) -> str:
     if _model_config_local(kw["model"]):
+        # lazy: vLLM is optional (the [cpu]/[gpu] extras) and slow to import
         from vllm.engine.arg_utils import EngineArgs
 
         args = {k: v for k, v in kw.items() if k in {f.name for f in dataclasses.fields(EngineArgs)}}
@@ -111,6 +112,7 @@ def _validate(key: str, kw: dict[str, Any]) -> str:
 
 def _validate_classes(key: str, kw: dict[str, Any]) -> str:
     """The model-independent part: scheduler, cache and parallel configs as vLLM builds them."""
+    # lazy: vLLM is optional (the [cpu]/[gpu] extras) and slow to import
     from vllm.config import CacheConfig, ParallelConfig, SchedulerConfig
 
     try:

@@ -115,8 +115,6 @@ def problem_rows(problems: Sequence[Any], template: str = "generate_proof") -> l
 
 def synthetic_problems(n: int, seed: int, **options: Any) -> list[Any]:
     """``n`` distinct synthetic problems (as ``ProofProblem``), deterministic for a seed."""
-    from data_pipeline.synthetic import generate_synthetic
-
     opts = {**options, "proofs_per_problem": 1, "problem_id_from_text": True}
     out, seen = [], set()
     for t in generate_synthetic(n, seed=seed, **opts):

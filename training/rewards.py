@@ -235,6 +235,7 @@ def _log_extra(kwargs: dict[str, Any], column: str, values: list) -> None:
 
 def _world_size() -> int:
     try:
+        # lazy: torch takes seconds to import; a reward scored outside training never needs it
         import torch.distributed as dist
     except ImportError:  # pragma: no cover
         return 1
@@ -248,6 +249,7 @@ def _all_ranks_sum(values: list[int]) -> list[int]:
     """
     if _world_size() == 1:
         return list(values)
+    # lazy: torch takes seconds to import; only a multi-process run gets here
     import torch
     import torch.distributed as dist
 

@@ -11,6 +11,8 @@ import json
 import logging
 from pathlib import Path
 
+from huggingface_hub import try_to_load_from_cache
+
 from training.config import DEFAULT_TINY_MODEL, REPO, DataConfig, GRPORunConfig
 from training.prover_reward import prover_toy_values
 from verifier.errors import UserError
@@ -38,8 +40,6 @@ def model_param_estimate(path: str) -> int | None:
     cfg_file = p / "config.json"
     if not cfg_file.exists():
         try:  # a hub id already in the local cache (never downloads)
-            from huggingface_hub import try_to_load_from_cache
-
             cached = try_to_load_from_cache(path, "config.json")
         except Exception:  # not a valid repo id
             cached = None

@@ -121,6 +121,7 @@ def gold_text(traj, style: str = "short") -> str:
 
 def sft_dataset(trajs: Sequence, style: str = "short", with_reference: bool = False, template: str = "verify"):
     """A ``datasets.Dataset`` of conversational prompt-completion rows."""
+    # lazy: datasets takes seconds to import; only building the SFT table needs it
     from datasets import Dataset
 
     return Dataset.from_list([{
@@ -132,6 +133,7 @@ def sft_dataset(trajs: Sequence, style: str = "short", with_reference: bool = Fa
 def sft_train(cfg: SFTRunConfig, trajs: Sequence, model_path: str | None = None, dataset: Any = None) -> Path:
     """Fine-tune on the gold verifications of ``trajs`` (or on ``dataset``: prompt-completion rows, e.g. the
     prover's gold proofs, ``bench/bench_prover.py``); returns ``output_dir/final``."""
+    # lazy: TRL takes seconds to import (torch, transformers); only a training run needs it
     from trl import SFTConfig, SFTTrainer
 
     check_scale(cfg, model_path)

@@ -72,6 +72,7 @@ def _cpu_multiprocess_args() -> dict[str, Any]:
     process): DDP needs ``use_cpu`` (accelerate's MULTI_CPU, gloo); DeepSpeed needs the gloo backend
     named (``use_cpu`` would bypass DeepSpeed).
     """
+    # lazy: torch takes seconds to import; configs and scale checks import this module without it
     import torch
 
     if torch.cuda.is_available() or int(os.environ.get("WORLD_SIZE", "1")) <= 1:
@@ -82,6 +83,7 @@ def _cpu_multiprocess_args() -> dict[str, Any]:
 
 
 def grpo_config(cfg: GRPORunConfig, out: Path, reward_weights: list[float], report_wandb: bool):
+    # lazy: TRL takes seconds to import (torch, transformers); only a training run needs it
     from trl import GRPOConfig
 
     g = cfg.grpo
@@ -163,6 +165,7 @@ def rank_log_callback(out: Path, reward_funcs: list):
     Each line carries the rank, world size, global step, the step's (all-reduced) loss and this rank's
     own count of completions it scored so far, so a multi-process run shows that every rank stepped.
     """
+    # lazy: transformers takes seconds to import; only a training run asks the callback
     from transformers import TrainerCallback
 
     rank = int(os.environ.get("RANK", "0"))
@@ -175,6 +178,7 @@ def rank_log_callback(out: Path, reward_funcs: list):
         def on_log(self, args, state, control, logs=None, **kw):
             if not logs or "loss" not in logs:
                 return
+            # lazy: accelerate imports torch; only a logging step of a training run gets here
             from accelerate import PartialState
 
             ps = PartialState()
@@ -190,11 +194,13 @@ def rank_log_callback(out: Path, reward_funcs: list):
 
 def build_trainer(cfg: GRPORunConfig, out: Path, train_trajs, report_wandb: bool = False):
     """(trainer, reward funcs, peft config or None, tokenizer): the ``trl.GRPOTrainer`` of a run, not yet trained."""
+    # lazy: TRL takes seconds to import (torch, transformers); only a training run needs it
     from trl import GRPOTrainer
 
     model, tokenizer, peft_config = load_model(cfg.model, cfg.init_from)
     dataset = None
     if cfg.prover.enabled:  # prover GRPO: rows are problems, the reward is the served verifier's acceptance
+        # lazy: datasets takes seconds to import; only the prover's problem rows need it here
         from datasets import Dataset
 
         dataset = Dataset.from_list(problem_rows(train_trajs, cfg.prover.template))
@@ -284,6 +290,7 @@ def train(cfg: GRPORunConfig, out: Path, train_trajs, run) -> dict[str, Any]:
 
 def _free_memory() -> None:
     """Collect the dropped trainer (model, optimizer) and return cached GPU memory before vLLM starts."""
+    # lazy: torch takes seconds to import; only a training run frees GPU memory
     import torch
 
     gc.collect()

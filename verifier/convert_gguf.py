@@ -58,6 +58,7 @@ def fix_special_tokens(tok, config) -> None:
 
 def convert(cfg: ConvertConfig) -> Path:
     """Dequantise ``cfg.gguf`` into ``cfg.out``; returns the folder. Idempotent (overwrites)."""
+    # lazy: torch and transformers take seconds to import; only a conversion needs them
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 

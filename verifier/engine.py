@@ -366,6 +366,7 @@ class OpenAIEngine:
                                       "servers": {s.url: s.stats for s in self.servers}}
 
     def _client(self, server: Server):
+        # lazy: the OpenAI client takes most of a second to import; only a served run builds one
         from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
         async def count_retry(request: Any) -> None:  # the SDK numbers its attempts in this header
@@ -418,6 +419,7 @@ class OpenAIEngine:
         return f"failed on every server tried ({len(live)} of {n} live, {retries}): " + "; ".join(errors)
 
     async def _one(self, pool: _Pool, req: GenerationRequest, sampling: SamplingConfig) -> list[Completion]:
+        # lazy: see _client (the OpenAI client is slow to import)
         import openai
 
         kwargs = self._request_kwargs(req, sampling)

@@ -108,12 +108,14 @@ class VLLMOfflineEngine:
         self._tok = self.llm.get_tokenizer()
         self._loras: dict[str, Any] = {}
         if cfg.lora_modules:
+            # lazy: vLLM is optional (the [cpu]/[gpu] extras) and slow to import
             from vllm.lora.request import LoRARequest
 
             for i, (name, path) in enumerate(cfg.lora_modules.items(), 1):
                 self._loras[name] = LoRARequest(name, i, str(path))
 
     def _build(self):
+        # lazy: vLLM is optional (the [cpu]/[gpu] extras) and slow to import
         from vllm import LLM
 
         return LLM(**llm_kwargs(self.cfg))
@@ -124,6 +126,7 @@ class VLLMOfflineEngine:
         return list(self._tok(text, add_special_tokens=False)["input_ids"])
 
     def _params(self, req: GenerationRequest, sampling: SamplingConfig):
+        # lazy: vLLM is optional (the [cpu]/[gpu] extras) and slow to import
         from vllm import SamplingParams
 
         kw: dict[str, Any] = {"n": req.n, "temperature": sampling.temperature, "top_p": sampling.top_p,
@@ -132,6 +135,7 @@ class VLLMOfflineEngine:
             kw["stop"] = list(sampling.stop)
         so = (self.cfg.extra_body or {}).get("structured_outputs")
         if so:
+            # lazy: vLLM is optional (the [cpu]/[gpu] extras) and slow to import
             from vllm.sampling_params import StructuredOutputsParams
 
             kw["structured_outputs"] = StructuredOutputsParams(**so)

@@ -132,6 +132,7 @@ def metric_names(doc: Mapping[str, Any], prefixes: Sequence[str] = SCORE_PREFIXE
 
 
 def _mpl():
+    # lazy: matplotlib is slow to import and needs its backend set first; only plots use it
     import matplotlib
 
     matplotlib.use("Agg")
@@ -429,6 +430,7 @@ def _get(cfg: Any, key: str, default: Any = None) -> Any:
 def init_run(wandb_cfg: Any, config: Mapping[str, Any] | None, out_dir: str | os.PathLike,
              job_type: str = "eval"):
     """Start a W&B run (``wandb_cfg``: any object or dict with project/entity/name/mode/dir/tags)."""
+    # lazy: wandb takes seconds to import; only a run that logs needs it
     import wandb
 
     d = Path(_get(wandb_cfg, "dir") or Path(out_dir))
@@ -487,6 +489,7 @@ def log_metrics(run, doc: Mapping[str, Any], prefix: str = "", step: int | None 
 
 def log_images(run, paths: Iterable[str | os.PathLike], prefix: str = "plots/") -> list[str]:
     """Log PNG files as ``wandb.Image`` under ``plots/<stem>``."""
+    # lazy: wandb takes seconds to import; only a run that logs needs it
     import wandb
 
     logged = []
@@ -503,6 +506,7 @@ def log_images(run, paths: Iterable[str | os.PathLike], prefix: str = "plots/") 
 
 def log_table(run, name: str, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> int:
     """Log rows of dicts as a ``wandb.Table``; returns the number of rows."""
+    # lazy: wandb takes seconds to import; only a run that logs needs it
     import wandb
 
     if not rows:

@@ -18,6 +18,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
 from verifier.errors import InputError, run_command
 from verifier.templates import TEMPLATE_DIR
 
@@ -70,7 +72,7 @@ def _corpus(seed: int) -> list[str]:
 
 def build_tokenizer(cfg: TinyModelConfig):
     """Train a byte-level BPE tokenizer locally and wrap it as a transformers fast tokenizer."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    # lazy: transformers takes seconds to import; only building the tiny model needs it
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE(unk_token=None))
@@ -96,6 +98,7 @@ def build_tokenizer(cfg: TinyModelConfig):
 
 def build(cfg: TinyModelConfig) -> Path:
     """Write tokenizer + random-weight model (+ optional LoRA adapter); returns the model dir."""
+    # lazy: torch and transformers take seconds to import; only building the tiny model needs them
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
@@ -136,6 +139,7 @@ def build(cfg: TinyModelConfig) -> Path:
 
 def build_lora(model_dir: Path, out: Path, rank: int = 8, seed: int = 0) -> Path:
     """A random (non-identity) PEFT LoRA adapter on the attention projections."""
+    # lazy: torch, peft and transformers take seconds to import; only building an adapter needs them
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
