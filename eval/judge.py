@@ -28,9 +28,8 @@ from typing import Any
 
 import requests
 
-from training.preflight import served_models
 from verifier.config import hydra_main
-from verifier.engine import EndpointConfig, OpenAIEngine
+from verifier.engine import EndpointConfig, OpenAIEngine, served_models
 from verifier.errors import InputError
 from verifier.formats import load_any
 from verifier.judging import JudgeConfig, PassCache

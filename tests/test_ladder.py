@@ -16,6 +16,7 @@ from training import ladder, preflight
 from training.config import GRPORunConfig
 from training.grpo import check_scale
 from verifier.config import compose
+from verifier.engine import served_models
 
 REPO = Path(__file__).resolve().parents[1]
 EXPERIMENTS = ["base", "rough_rl", "meta_ver_rl", "extra_ann", "pos_aug", "pess_ver", "smoke"]
@@ -264,6 +265,6 @@ def test_serving_a_lora_run_dir_as_base_plus_adapter(tiny_model, tiny_lora, tmp_
                                     log_file=str(tmp_path / "serve.log")))
     server = VLLMServer(c).start()
     try:
-        assert "verifier" in preflight.served_models(server.base_url, "k")
+        assert "verifier" in served_models(server.base_url, "k")
     finally:
         server.stop()

@@ -20,9 +20,6 @@ FLOORS = {"verifier": 1, "data_pipeline": 2, "eval": 3, "training": 4, "launch":
 
 # Known violations, (importer, imported) — each with why it is still here; keep this list short.
 ALLOWED_UPWARD = {
-    # served_models (GET /v1/models) lives in training/preflight.py, which is being split concurrently;
-    # it moves to verifier/engine.py then.
-    ("eval.judge", "training.preflight"),
     # the recipe training/grpo.py (an entry script) hands a submitit sweep job to launch/jobs.py (docs/architecture.md)
     ("training.grpo", "launch.jobs"),
 }

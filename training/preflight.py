@@ -31,6 +31,7 @@ import requests
 from huggingface_hub import try_to_load_from_cache
 
 from training.model import ensure_model
+from verifier.engine import served_models
 from verifier.offline import llm_kwargs
 
 log = logging.getLogger("training.preflight")
@@ -134,15 +135,6 @@ def _validate_classes(key: str, kw: dict[str, Any]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- endpoints
-
-
-def served_models(base_url: str, api_key: str | None, timeout_s: float = 10.0) -> list[str]:
-    """The model ids ``GET {base_url}/models`` lists (raises ``requests`` errors)."""
-
-    r = requests.get(base_url.rstrip("/") + "/models", timeout=timeout_s,
-                     headers={"Authorization": f"Bearer {api_key or 'EMPTY'}"})
-    r.raise_for_status()
-    return [m.get("id") for m in r.json().get("data", [])]
 
 
 def check_endpoint(key: str, endpoint: Any) -> list[str]:

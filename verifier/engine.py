@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import requests
 from tqdm.auto import tqdm
 
 log = logging.getLogger(__name__)
@@ -231,6 +232,15 @@ class EndpointConfig:
 
     def __repr__(self) -> str:  # never print the key
         return f"EndpointConfig(base_url={self.base_url!r}, model={self.model!r}, api_key=***)"
+
+
+def served_models(base_url: str, api_key: str | None, timeout_s: float = 10.0) -> list[str]:
+    """The model ids ``GET {base_url}/models`` lists (raises ``requests`` errors)."""
+
+    r = requests.get(base_url.rstrip("/") + "/models", timeout=timeout_s,
+                     headers={"Authorization": f"Bearer {api_key or 'EMPTY'}"})
+    r.raise_for_status()
+    return [m.get("id") for m in r.json().get("data", [])]
 
 
 _TOO_LONG_MARKERS = ("maximum context length", "context length", "too long", "max_model_len",
