@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
-from data_pipeline.ingest import IngestConfig
+from data_pipeline.ingest import IngestConfig, summary_line
 from data_pipeline.ingest import run as ingest_run
 from verifier.config import hydra_main
 from verifier.errors import EXIT_USER_ERROR, InputError
@@ -194,9 +194,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         except DatasetError as e:
             print(f"annotate import failed: {e}\n(error report: {Path(cfg.out or '.') / 'errors.txt'})", file=sys.stderr)
             raise SystemExit(EXIT_USER_ERROR) from None
-        s = r.summary()
-        print(f"ingested {s['kept']} records (excluded report_error_case={s['excluded_report_error_case']}, "
-              f"rejected={s['rejected']}; polarity {s['polarity']}) to {cfg.out}")
+        print(summary_line(r, cfg.out))
 
     _run()
 

@@ -370,6 +370,13 @@ def run(cfg: IngestConfig) -> IngestResult:
     return result
 
 
+def summary_line(result: Any, out: Any) -> str:
+    """The line ``ingest`` and ``annotate import`` print when they are done."""
+    s = result.summary()
+    return (f"ingested {s['kept']} records (excluded report_error_case={s['excluded_report_error_case']}, "
+            f"rejected={s['rejected']}; polarity {s['polarity']}) to {out}")
+
+
 def main() -> None:
     """Hydra app: ``python -m data_pipeline.ingest input=PATH out=DIR``."""
 
@@ -381,9 +388,7 @@ def main() -> None:
             print(f"ingest failed: {e}\n(error report: {Path(cfg.out) / 'errors.txt'}; "
                   "use on_error=skip to write the good records)", file=sys.stderr)
             raise SystemExit(EXIT_USER_ERROR) from None
-        s = r.summary()
-        print(f"ingested {s['kept']} records (excluded report_error_case={s['excluded_report_error_case']}, "
-              f"rejected={s['rejected']}; polarity {s['polarity']}) to {cfg.out}")
+        print(summary_line(r, cfg.out))
 
     _run()
 
