@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 # (OMP_NUM_THREADS=1), so the second core takes the next file. TEST_WORKERS=0 runs them serially.
 TEST_WORKERS ?= 2
 
-.PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-learning-loc bench-reward bench-train bench-prover clean browser-deps label-studio
+.PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-learning-loc bench-reward bench-train bench-prover diagnose-prover clean browser-deps label-studio
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -67,6 +67,11 @@ bench-train: install
 
 bench-prover: install
 	$(PY) bench/bench_prover.py
+
+# How bench-prover's budgets were chosen (docs/prover.md): prover SFT steps -> true accuracy, sampling
+# temperature -> groups with a gradient, verifier SFT steps and judge temperature -> parse rate (~25 min here).
+diagnose-prover: install
+	$(PY) bench/diagnose_prover.py
 
 # Judgment browser (eval/browse.py): Debian's chromium for the headless-browser tests, and KaTeX
 # vendored from the npm registry (copied into every site at build time; never fetched at view time).
