@@ -333,6 +333,7 @@ def main(argv: list[str] | None = None) -> None:
         GRPOSettings,
         ModelConfig,
         WandbSettings,
+        heldout_judge,
     )
     from training.grpo import run
     from training.rewards import RewardConfig
@@ -423,9 +424,10 @@ def main(argv: list[str] | None = None) -> None:
             mark_done(sft_marker, sft_settings)
             tick("SFT", t0)
 
-    ev = EvalConfig(n_passes=cfg.eval_passes, aggregation="pessimistic", max_new_tokens=cfg.max_completion_length,
-                    temperature=cfg.eval_temperature, bootstrap_n=cfg.bootstrap_n,
-                    seed=cfg.seed)
+    ev = EvalConfig(judge=dataclasses.replace(heldout_judge(), n=cfg.eval_passes, policy="pessimistic",
+                                              max_tokens=cfg.max_completion_length, temperature=cfg.eval_temperature,
+                                              run_seed=cfg.seed),
+                    bootstrap=BootstrapSpec(n=cfg.bootstrap_n, seed=cfg.seed))
 
     def run_cfg(name: str, train: bool, components: dict[str, float], seed: int) -> GRPORunConfig:
         return GRPORunConfig(

@@ -239,8 +239,13 @@ def main(argv: list[str] | None = None) -> None:
 def _arms(cfg: BenchConfig, out: Path, prover_sft: Path, ep, grpo_problems, held, tick, t_start, timings, api):
     (DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings, run, ProverRLConfig,
      JudgeConfig) = api
-    ev = EvalConfig(max_new_tokens=cfg.max_completion_length, temperature=cfg.eval_temperature,
-                    bootstrap_n=cfg.bootstrap_n, seed=cfg.seed, progress=False)
+    from eval.stats import BootstrapSpec
+    from training.config import heldout_judge
+
+    # the prover's held-out sampling (eval.judge: the evaluated model's; training.config.EvalConfig)
+    ev = EvalConfig(judge=dataclasses.replace(heldout_judge(), max_tokens=cfg.max_completion_length,
+                                              temperature=cfg.eval_temperature, run_seed=cfg.seed),
+                    bootstrap=BootstrapSpec(n=cfg.bootstrap_n, seed=cfg.seed), progress=False)
     data = DataConfig(source="synthetic", n_train=len(grpo_problems), n_eval=len(held), seed=cfg.seed)
 
     def prover_cfg(reward: str, n: int, policy: str) -> Any:

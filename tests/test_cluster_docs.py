@@ -134,7 +134,7 @@ def check_grpo_run(overrides: list[str], accelerate_file: str | None = None):
         assert g.max_completion_length >= 1024 and g.max_steps >= 100 and g.save_total_limit, overrides
         assert g.bf16 is True and cfg.model.dtype == "bfloat16", overrides
     if cfg.eval.enabled:
-        assert cfg.eval.max_new_tokens >= (g.max_completion_length if cfg.train else 1024), overrides
+        assert cfg.eval.judge.max_tokens >= (g.max_completion_length if cfg.train else 1024), overrides
     assert cfg.reward.meta_judge == "llm" and cfg.reward.judge_max_tokens >= 1024
     if g.use_vllm:
         assert g.vllm_mode in ("server", "colocate")
@@ -490,7 +490,7 @@ def test_real_model_with_tiny_values_stops_before_loading(tmp_path, monkeypatch)
         grpo.run(cfg)
     msg = str(e.value)
     for key in ("data.source=synthetic", "data.n_train=64", "data.n_eval=32", "grpo.max_completion_length=32",
-                "eval.max_new_tokens=32", "profile=cluster", "Qwen/Qwen3-8B"):
+                "eval.judge.max_tokens=32", "profile=cluster", "Qwen/Qwen3-8B"):
         assert key in msg, key
     assert not (tmp_path / "r").exists()  # stopped before writing anything
     # each key alone is caught; the eval budget below the completion budget too
@@ -498,7 +498,7 @@ def test_real_model_with_tiny_values_stops_before_loading(tmp_path, monkeypatch)
     assert toy_values(_compose("grpo", GRPORunConfig, base)) == []
     for over, key in [("data.source=synthetic", "data.source"), ("data.train_path=null", "data.train_path"),
                       ("data.n_train=100", "data.n_train"), ("grpo.max_completion_length=64", "grpo.max_completion_length"),
-                      ("eval.max_new_tokens=2048", "eval.max_new_tokens=2048 (below")]:
+                      ("eval.judge.max_tokens=2048", "eval.judge.max_tokens=2048 (below")]:
         bad = toy_values(_compose("grpo", GRPORunConfig, [*base, over]))
         assert len(bad) == 1 and key in bad[0], (over, bad)
     # an SFT output or any other path: the check looks at the model that would be loaded (init_from first)
@@ -523,7 +523,7 @@ def test_tiny_model_runs_keep_the_cpu_tiny_values(tiny_model):
     assert cfg.launch.accelerate_config == "launch/accelerate/cpu.yaml"
     ladder = {e: _compose("grpo", GRPORunConfig, [f"experiment={e}"]) for e in ("base", "extra_ann", "pos_aug")}
     assert [ladder[e].data.n_train for e in ladder] == [64, 128, 160]
-    assert ladder["base"].grpo.max_steps == 8 and ladder["base"].eval.max_new_tokens == 32
+    assert ladder["base"].grpo.max_steps == 8 and ladder["base"].eval.judge.max_tokens == 32
 
 
 def test_dataclass_defaults_are_not_toy_values():

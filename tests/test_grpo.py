@@ -103,7 +103,7 @@ def test_heldout_evaluation_is_verifierbench_on_the_saved_checkpoint(tmp_path, t
     out = tmp_path / "run"
     cfg = compose("grpo", GRPORunConfig, ["experiment=smoke", f"output_dir={out}", *_tiny(tiny_model),
                                           "grpo.max_steps=1", "grpo.save_steps=1", "data.n_eval=5",
-                                          "eval.n_passes=3", "eval.max_new_tokens=12", "eval.bootstrap_n=100",
+                                          "eval.judge.n=3", "eval.judge.max_tokens=12", "eval.bootstrap.n=100",
                                           "eval.offline.kv_cache_memory_bytes=64M", "eval.progress=false",
                                           "wandb.enabled=false"])
     m = run(cfg)
@@ -116,7 +116,7 @@ def test_heldout_evaluation_is_verifierbench_on_the_saved_checkpoint(tmp_path, t
     assert all("meta_grade" in r for r in rows)  # graded by the reward's (rule) meta-verifier
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["heldout"]["engine"] == "offline" and saved["heldout"]["model"] == str(final)
-    assert saved["run"]["train"]["global_step"] == 1 and saved["eval_config"]["n_passes"] == 3
+    assert saved["run"]["train"]["global_step"] == 1 and saved["eval_config"]["judge"]["n"] == 3
     assert (out / "heldout" / "report.md").exists() and (out / "heldout" / "tpr_tnr.png").exists()
     assert 0.0 <= saved["mean_reward"] <= 1.0 and len(saved["per_record_reward"]) == 5
     ref = score(ScoreConfig(gold=str(out / "heldout" / "held_out.jsonl"),
@@ -217,7 +217,7 @@ def test_configs_compose_for_every_experiment_and_model():
     assert cfgs["base"].train is False
     assert cfgs["rough_rl"].reward.components == {"rough": 1.0, "meta": 0.0}
     assert cfgs["meta_ver_rl"].reward.components["meta"] == 1.0
-    assert cfgs["pess_ver"].eval.n_passes == 8 and cfgs["pess_ver"].eval.aggregation == "pessimistic"
+    assert cfgs["pess_ver"].eval.judge.n == 8 and cfgs["pess_ver"].eval.judge.policy == "pessimistic"
     assert cfgs["extra_ann"].data.synthetic["valid_fraction"] < cfgs["pos_aug"].data.synthetic["valid_fraction"]
     assert cfgs["smoke"].output_dir == "runs/grpo/smoke"
     import yaml
@@ -235,6 +235,56 @@ def test_configs_compose_for_every_experiment_and_model():
         assert c.grpo == cfgs["meta_ver_rl"].grpo and c.data == cfgs["meta_ver_rl"].data
     assert compose("grpo", GRPORunConfig, ["model=qwen3_30b_a3b"]).model.lora.enabled
     assert not compose("grpo", GRPORunConfig, ["model=qwen3_8b_full"]).model.lora.enabled
+
+
+def test_renamed_eval_keys_keep_working_on_the_command_line(capsys):
+    """issue 24: eval.n_passes ... moved into the one judge config (eval.judge) and the one bootstrap config
+    (eval.bootstrap); the old command-line keys are read under their new names, each with a note."""
+    from training.config import GRPORunConfig
+    from verifier.config import compose
+
+    c = compose("grpo", GRPORunConfig, ["experiment=pess_ver", "eval.n_passes=3", "eval.aggregation=k_of_n",
+                                        "eval.k=2", "eval.max_new_tokens=12", "eval.temperature=0.5",
+                                        "eval.top_p=0.9", "eval.bootstrap_n=7", "eval.seed=5"])
+    j = c.eval.judge
+    assert (j.n, j.policy, j.k, j.max_tokens, j.temperature, j.top_p, j.run_seed) == (3, "k_of_n", 2, 12, 0.5, 0.9, 5)
+    assert (c.eval.bootstrap.n, c.eval.bootstrap.seed) == (7, 5) and j.early_stop is False
+    assert "note: eval.n_passes is now eval.judge.n" in capsys.readouterr().err
+    # the held-out defaults: one pessimistic pass, every pass run, 8192 tokens, the run's prompt
+    d = GRPORunConfig().eval
+    assert (d.judge.n, d.judge.policy, d.judge.early_stop, d.judge.max_tokens, d.judge.temperature) == (
+        1, "pessimistic", False, 8192, 1.0)
+    assert d.judge_config(with_reference=True, template="verify_compact").template == "verify_compact"
+    assert compose("grpo", GRPORunConfig, []).eval.judge_config().with_reference is False
+
+
+def _old_key_experiment(tmp_path: Path) -> Path:
+    (tmp_path / "experiment").mkdir()
+    (tmp_path / "experiment" / "old_keys.yaml").write_text(
+        "# @package _global_\nexperiment_name: old_keys\neval:\n  n_passes: 8\n")
+    return tmp_path
+
+
+def test_renamed_eval_key_in_a_yaml_file_names_its_new_key(tmp_path):
+    from training.config import GRPORunConfig
+    from verifier.config import compose
+    from verifier.errors import InputError
+
+    d = _old_key_experiment(tmp_path)
+    with pytest.raises(InputError, match=r"eval\.n_passes is now eval\.judge\.n"):
+        compose("grpo", GRPORunConfig, ["experiment=old_keys", f"hydra.searchpath=[file://{d}]"])
+
+
+def test_renamed_eval_key_in_a_yaml_file_is_one_error_of_the_command(tmp_path):
+    from verifier.errors import EXIT_USER_ERROR
+
+    d = _old_key_experiment(tmp_path)
+    env = {k: v for k, v in _env().items() if k != "HYDRA_FULL_ERROR"}
+    r = subprocess.run([PY, "training/grpo.py", "--cfg", "job", "experiment=old_keys", f"hydra.searchpath=[file://{d}]"],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == EXIT_USER_ERROR, r.stderr[-2000:]
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("training/grpo.py: error: ")]
+    assert len(errors) == 1 and "eval.n_passes is now eval.judge.n" in errors[0], r.stderr[-2000:]
 
 
 @pytest.mark.vllm
@@ -271,7 +321,7 @@ def test_table3_sweep_and_ablation_report(tmp_path, tiny_model):
     cmd = [PY, "training/grpo.py", "-m", f"experiment={ladder}", f"output_dir={root}/${{experiment_name}}",
            *_tiny(tiny_model), "grpo.max_steps=1", "grpo.per_device_train_batch_size=4", "grpo.num_generations=4",
            "grpo.max_completion_length=8", "grpo.save_steps=1", "data.n_train=8", "data.n_eval=6",
-           "eval.max_new_tokens=8", "eval.bootstrap_n=50", "wandb.enabled=false", f"hydra.sweep.dir={tmp_path}/mr"]
+           "eval.judge.max_tokens=8", "eval.bootstrap.n=50", "wandb.enabled=false", f"hydra.sweep.dir={tmp_path}/mr"]
     p = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=1200)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     names = ladder.split(",")
@@ -280,7 +330,7 @@ def test_table3_sweep_and_ablation_report(tmp_path, tiny_model):
         assert m["run"]["experiment"] == n and "meta.balanced_f1" in m
         assert ("train" in m["run"]) == (n not in ("base", "pess_ver"))
     pess = json.loads((root / "pess_ver" / "metrics.json").read_text())
-    assert pess["eval_config"]["n_passes"] == 8  # pess_ver: the pos_aug weights, judged 8 times, not trained
+    assert pess["eval_config"]["judge"]["n"] == 8  # pess_ver: the pos_aug weights, judged 8 times, not trained
     assert pess["heldout"]["model"] == str(root / "pos_aug" / "final") and not (root / "pess_ver" / "final").exists()
     rep = subprocess.run([PY, "-m", "eval.report", f"runs=[{root}]", f"out={tmp_path / 'report'}", "base=base"],
                          cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300)
@@ -296,7 +346,7 @@ def test_submitit_local_launcher_runs_a_job(tmp_path, tiny_model):
     """The submitit launcher config (configs/hydra/launcher/slurm*.yaml) on local processes: one eval-only job."""
     out = tmp_path / "base"
     cmd = [PY, "training/grpo.py", "-m", "hydra/launcher=slurm_local", "experiment=base", f"output_dir={out}",
-           *_tiny(tiny_model), "data.n_eval=4", "eval.max_new_tokens=8", "eval.bootstrap_n=20",
+           *_tiny(tiny_model), "data.n_eval=4", "eval.judge.max_tokens=8", "eval.bootstrap.n=20",
            "wandb.enabled=false", f"hydra.sweep.dir={tmp_path / 'mr'}"]
     p = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

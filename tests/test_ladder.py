@@ -69,7 +69,7 @@ def test_variant_row_given_the_base_rows_data_is_an_error(layout):
 def test_pess_ver_evaluates_the_pos_aug_run_and_does_not_train(tmp_path):
     c = compose("grpo", GRPORunConfig, ["experiment=pess_ver", f"output_dir={tmp_path}/sweep/pess_ver"])
     ladder.prepare(c)
-    assert c.train is False and c.eval.n_passes == 8 and c.eval.aggregation == "pessimistic"
+    assert c.train is False and c.eval.judge.n == 8 and c.eval.judge.policy == "pessimistic"
     assert c.evaluate_run == str(tmp_path / "sweep" / "pos_aug")
     with pytest.raises(ladder.LadderConfigError, match="evaluate_run=.*no finished run"):
         ladder.wait_for_run(c.evaluate_run, 0)
@@ -141,7 +141,7 @@ def test_thinking_policy_needs_thinking_budgets(layout):
     ok = _cluster("qwen3_8b", "meta_ver_rl", f"data.root={layout}")
     ladder.prepare(ok)
     assert ok.grpo.mask_truncated_completions and ok.grpo.max_completion_length >= 8192
-    assert ok.eval.max_new_tokens >= ok.grpo.max_completion_length
+    assert ok.eval.judge.max_tokens >= ok.grpo.max_completion_length
     assert ok.reward.endpoint.timeout_s >= 600 and ok.reward.endpoint.max_tokens >= 8192
     bad = _cluster("qwen3_8b", "meta_ver_rl", f"data.root={layout}", "grpo.max_completion_length=4096",
                    "grpo.mask_truncated_completions=false")

@@ -45,7 +45,7 @@ def launch_cmd(config: str, out: Path, tiny_model: Path, *overrides: str, lora: 
                evaluate: bool = False) -> list[str]:
     """The cluster command (docs/cluster.md) with a CPU accelerate file, 2 ranks and the tiny model."""
     model = ["model=tiny_lora"] if lora else []
-    ev = ["eval.enabled=true", "eval.n_passes=2", "data.n_eval=4"] if evaluate else ["eval.enabled=false"]
+    ev = ["eval.enabled=true", "eval.judge.n=2", "data.n_eval=4"] if evaluate else ["eval.enabled=false"]
     return [ACCELERATE, "launch", "--config_file", ACCEL_CONFIG[config], "--num_processes", "2",
             "--main_process_port", str(free_port()),
             "training/grpo.py", "experiment=smoke", f"output_dir={out}", *model, f"model.name_or_path={tiny_model}",

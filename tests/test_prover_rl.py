@@ -147,7 +147,7 @@ def test_prover_rl_experiment_composes_on_both_profiles():
     check_scale(compose("grpo", GRPORunConfig, [
         "profile=cluster", "experiment=prover_rl", "model=qwen3_8b_full", "init_from=/scratch/prover_sft/final",
         "prover.problems=/data/p.jsonl", "prover.eval_problems=/data/pb.csv", "prover.judge.max_tokens=8192",
-        "grpo.max_completion_length=16384", "eval.max_new_tokens=16384"]))
+        "grpo.max_completion_length=16384", "eval.judge.max_tokens=16384"]))
     with pytest.raises(ToyScaleError):  # a real model with the tiny profile's budgets stops before loading
         check_scale(compose("grpo", GRPORunConfig, ["experiment=prover_rl", "model=qwen3_8b"]))
 

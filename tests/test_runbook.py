@@ -115,8 +115,8 @@ def _tiny(cmd: str, tmp: Path, tiny_model: Path, meta_url: str, meta_port: int) 
                   "reward.endpoint.model=meta-verifier", "reward.endpoint.max_tokens=48",
                   "reward.endpoint.extra_body={structured_outputs: {regex: '" + GRADE_REGEX + "'}}",
                   "grpo.max_steps=1", "grpo.save_steps=1", "grpo.per_device_train_batch_size=4",
-                  "grpo.num_generations=4", "grpo.max_completion_length=16", "eval.max_new_tokens=16",
-                  "eval.bootstrap_n=20", "wandb.enabled=false", f"hydra.sweep.dir={tmp}/multirun"]
+                  "grpo.num_generations=4", "grpo.max_completion_length=16", "eval.judge.max_tokens=16",
+                  "eval.bootstrap.n=20", "wandb.enabled=false", f"hydra.sweep.dir={tmp}/multirun"]
     return env, words
 
 
@@ -193,7 +193,7 @@ def check_outputs(tmp_path: Path) -> None:
     # pess_ver trains nothing: pos_aug's final weights (LoRA: merged), 8 pessimistic passes
     assert "train" not in metrics["pess_ver"]["run"] and not (sweep / "pess_ver" / "final").exists()
     assert metrics["pess_ver"]["heldout"]["model"] == str(sweep / "pos_aug" / "final_merged")
-    assert metrics["pess_ver"]["eval_config"]["n_passes"] == 8
+    assert metrics["pess_ver"]["eval_config"]["judge"]["n"] == 8
     # every row judged the same held-out file, graded by the step-5 meta-verifier
     assert {m["n"] for m in metrics.values()} == {len((data / "held_out.jsonl").read_text().splitlines())}
     # Table 3 with six rows

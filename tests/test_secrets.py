@@ -86,7 +86,7 @@ def _commands(s, inputs: Path, tiny_model: Path) -> dict[str, list[list[str]]]:
     trajs, problems, preds = inputs / "trajs.jsonl", inputs / "problems.jsonl", inputs / "preds.jsonl"
     data = REPO / "tests" / "data"
     grpo = [str(REPO / "training" / "grpo.py"), f"model.name_or_path={tiny_model}", "data.n_eval=2",
-            "eval.max_new_tokens=8", "eval.bootstrap_n=20", f"reward.endpoint.api_key={CANARY}"]
+            "eval.judge.max_tokens=8", "eval.bootstrap.n=20", f"reward.endpoint.api_key={CANARY}"]
     return {
         "judge": [["-m", "eval.judge", f"input={trajs}", "output=judge/j.jsonl", *_ep(s, "endpoint"), "judge.n=2",
                    "judge.max_tokens=8", "progress=false"]],

@@ -126,8 +126,8 @@ def test_one_lora_grpo_step(smollm2_model, tmp_path):
     cfg = compose("grpo", GRPORunConfig, [
         "experiment=smoke", "model=tiny_lora", f"model.name_or_path={smollm2_model}", f"output_dir={tmp_path / 'g'}",
         "grpo.max_steps=1", "grpo.save_steps=1", "grpo.per_device_train_batch_size=2", "grpo.num_generations=2",
-        "grpo.max_completion_length=48", "data.n_train=2", "data.n_eval=2", "eval.max_new_tokens=48",
-        "eval.bootstrap_n=50", "wandb.enabled=false", "smoke=true"])  # toy sizes on a real model, on purpose
+        "grpo.max_completion_length=48", "data.n_train=2", "data.n_eval=2", "eval.judge.max_tokens=48",
+        "eval.bootstrap.n=50", "wandb.enabled=false", "smoke=true"])  # toy sizes on a real model, on purpose
     m = run(cfg)
     assert (tmp_path / "g" / "final" / "adapter_config.json").exists()
     assert m["n"] == 2 and "meta.balanced_f1" in m

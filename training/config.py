@@ -9,10 +9,12 @@ how a submitit job starts its ranks (:class:`LaunchSettings`) and prover RL (``t
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from eval.stats import BootstrapSpec
 from training.prover_reward import ProverRLConfig
 from training.rewards import RewardConfig
 from verifier.config import JudgeConfig
@@ -122,6 +124,12 @@ class GRPOSettings:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def heldout_judge() -> JudgeConfig:
+    """The held-out judge's defaults: one pass, pessimistic, every pass run (no early stop), 8192 tokens."""
+    return JudgeConfig(n=1, policy="pessimistic", early_stop=False, max_tokens=8192, temperature=1.0, top_p=1.0,
+                       run_seed=0)
+
+
 @dataclass
 class EvalConfig:
     """Held-out evaluation after training (section 5.4, Table 3): VerifierBench on the saved checkpoint.
@@ -129,32 +137,42 @@ class EvalConfig:
     ``engine=offline`` judges ``DIR/final`` (LoRA: ``DIR/final_merged``) with ``vllm.LLM`` in the main
     process (``offline.*``: its options; ``offline.model`` is set to the checkpoint). ``engine=endpoint``
     judges on a served endpoint (``endpoint.*``, e.g. ``python -m verifier.serve model=DIR/final``).
-    The judge is the one judge config (:meth:`judge_config`: ``n_passes`` is ``judge.n``, ``aggregation``
-    ``judge.policy``, ``max_new_tokens`` ``judge.max_tokens``, ``seed`` ``judge.run_seed``; its sampling
-    ``verifier.config.Sampling``); the meta-verifier is the reward's, the one meta-verifier config
-    (``reward.meta_judge``, ``reward.endpoint``: ``training.rewards.RewardConfig.meta_verifier``).
+    ``judge`` is the one judge config (``verifier.config.JudgeConfig``; :meth:`judge_config`): passes,
+    policy, sampling; its ``template`` and ``with_reference`` are the run's ``data.prompt_template`` and
+    ``data.with_reference`` (the prompt the policy was trained on). ``bootstrap`` is the one bootstrap
+    config (``eval.stats.BootstrapSpec``). The meta-verifier is the reward's, the one meta-verifier config
+    (``training.rewards.RewardConfig.meta_verifier``). Prover RL (``prover.enabled``): the evaluated
+    model is the prover, so ``judge``'s sampling (``temperature``, ``top_p``, ``max_tokens``, ``run_seed``)
+    is its held-out generation; the verifier judges with ``prover.judge`` (``training.prover_reward``).
+    The flat keys before (``eval.n_passes`` ...) are :data:`EVAL_RENAMED`.
     """
 
     enabled: bool = True
-    n_passes: int = 1  # judge.n
-    aggregation: str = "pessimistic"  # judge.policy: pessimistic | k_of_n | majority (pess_ver: pessimistic, 8)
-    k: int | None = None
-    max_new_tokens: int = 8192  # judge.max_tokens; >= the completion budget (profile=cpu_tiny: 32)
-    temperature: float = 1.0
-    top_p: float = 1.0
+    judge: JudgeConfig = field(default_factory=heldout_judge)  # max_tokens >= the completion budget (cpu_tiny: 32)
     meta_threshold: str = "BASIC_MATCH"
-    bootstrap_n: int = 1000
-    seed: int = 0  # judge.run_seed and bootstrap seed
+    bootstrap: BootstrapSpec = field(default_factory=BootstrapSpec)
     engine: str = "offline"  # offline | endpoint
     offline: OfflineConfig = field(default_factory=OfflineConfig)
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
     progress: bool = True
 
     def judge_config(self, with_reference: bool = False, template: str = "verify") -> JudgeConfig:
-        """The held-out judge: the one judge config these keys set (all passes: no early stop)."""
-        return JudgeConfig(n=self.n_passes, policy=self.aggregation, k=self.k, early_stop=False, run_seed=self.seed,
-                           with_reference=with_reference, template=template, temperature=self.temperature,
-                           top_p=self.top_p, max_tokens=self.max_new_tokens)
+        """The held-out judge: ``judge`` with the run's prompt (``data.with_reference``, ``data.prompt_template``)."""
+        return dataclasses.replace(self.judge, with_reference=with_reference, template=template)
+
+
+# the flat eval.* keys before eval.judge / eval.bootstrap: on the command line still read under the new
+# names (verifier.config.renamed); in a YAML file an error names the new key (verifier.config.old_keys)
+EVAL_RENAMED: dict[str, str | tuple[str, ...]] = {
+    "eval.n_passes": "eval.judge.n",
+    "eval.aggregation": "eval.judge.policy",
+    "eval.k": "eval.judge.k",
+    "eval.max_new_tokens": "eval.judge.max_tokens",
+    "eval.temperature": "eval.judge.temperature",
+    "eval.top_p": "eval.judge.top_p",
+    "eval.bootstrap_n": "eval.bootstrap.n",
+    "eval.seed": ("eval.judge.run_seed", "eval.bootstrap.seed"),  # one seed set both
+}
 
 
 WandbSettings = WandbConfig  # former name of training's W&B config (one class: verifier.results.WandbConfig)
@@ -176,6 +194,8 @@ class LaunchSettings:
 @dataclass
 class GRPORunConfig:
     """One run of the Table 3 ladder (``configs/grpo.yaml``, ``configs/experiment/*.yaml``)."""
+
+    RENAMED: ClassVar[dict[str, str | tuple[str, ...]]] = EVAL_RENAMED  # old keys (verifier.config.renamed)
 
     experiment_name: str = "smoke"
     output_dir: str = "runs/grpo/smoke"

@@ -9,7 +9,6 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from eval.stats import BootstrapSpec
 from eval.verifierbench import VerifierBenchConfig
 from eval.verifierbench import run as verifierbench
 from training.config import GRPORunConfig
@@ -25,7 +24,7 @@ def heldout_config(cfg: GRPORunConfig, out: Path, data_path: Path, model_dir: st
     offline = dataclasses.replace(e.offline, model=str(model_dir))
     return VerifierBenchConfig(data=str(data_path), out=str(out), engine=e.engine,
                                verifier=e.endpoint, offline=offline, judge=judge, meta=meta,
-                               meta_threshold=e.meta_threshold, bootstrap=BootstrapSpec(n=e.bootstrap_n, seed=e.seed),
+                               meta_threshold=e.meta_threshold, bootstrap=e.bootstrap,
                                grade_every_pass=True, progress=e.progress,
                                title=f"{cfg.experiment_name}: held-out VerifierBench", wandb=WandbConfig(enabled=False))
 

@@ -39,7 +39,6 @@ from data_pipeline.synthetic import generate_synthetic
 from data_pipeline.synthetic_check import check_proof, parse_problem
 from eval.proverbench import ProverBenchConfig, RefineConfig, decide, judgments_path
 from eval.proverbench import run as proverbench
-from eval.stats import BootstrapSpec
 from training.rewards import JudgeFailureError, _all_ranks_sum, _log, _log_extra, _world_size, completion_text
 from verifier.engine import EndpointConfig, OpenAIEngine
 from verifier.formats import ProofProblem, load_proofbench_problems
@@ -378,12 +377,13 @@ def evaluate_prover(cfg: ProverRLConfig, ev: Any, out: Any, problems: Sequence[A
     d.mkdir(parents=True, exist_ok=True)
     data = d / "problems.jsonl"
     write_jsonl(data, [dataclasses.asdict(p) for p in problems])
-    gen = GenerationConfig(temperature=ev.temperature, top_p=ev.top_p, max_tokens=ev.max_new_tokens,
-                           run_seed=ev.seed, template=cfg.template)
+    j = ev.judge  # the evaluated model's sampling: here the prover's (training.config.EvalConfig)
+    gen = GenerationConfig(temperature=j.temperature, top_p=j.top_p, max_tokens=j.max_tokens,
+                           run_seed=j.run_seed, template=cfg.template)
     pb = ProverBenchConfig(problems=str(data), out=str(d), generator=ev.endpoint, generation=gen,
                            verifier=cfg.verifier, pool=cfg.pool, refine=RefineConfig(rounds=cfg.eval_refine_rounds),
                            judge=dataclasses.replace(cfg.judge, n=cfg.eval_passes, policy="pessimistic", early_stop=False),
-                           bootstrap=BootstrapSpec(n=ev.bootstrap_n, seed=ev.seed), progress=ev.progress, title=f"{label}: held-out ProverBench",
+                           bootstrap=ev.bootstrap, progress=ev.progress, title=f"{label}: held-out ProverBench",
                            wandb=WandbConfig(enabled=False))
     engine = None
     if ev.engine == "offline":

@@ -92,10 +92,10 @@ def toy_values(cfg: GRPORunConfig) -> list[str]:
     if cfg.train and g.max_completion_length <= TOY_TOKENS:
         bad.append(f"grpo.max_completion_length={g.max_completion_length} (<= {TOY_TOKENS} tokens)")
     if ev.enabled:
-        if ev.max_new_tokens <= TOY_TOKENS:
-            bad.append(f"eval.max_new_tokens={ev.max_new_tokens} (<= {TOY_TOKENS} tokens)")
-        elif cfg.train and ev.max_new_tokens < g.max_completion_length:
-            bad.append(f"eval.max_new_tokens={ev.max_new_tokens} (below grpo.max_completion_length="
+        if ev.judge.max_tokens <= TOY_TOKENS:
+            bad.append(f"eval.judge.max_tokens={ev.judge.max_tokens} (<= {TOY_TOKENS} tokens)")
+        elif cfg.train and ev.judge.max_tokens < g.max_completion_length:
+            bad.append(f"eval.judge.max_tokens={ev.judge.max_tokens} (below grpo.max_completion_length="
                        f"{g.max_completion_length}: held-out verifications would be cut short)")
     return bad
 

@@ -5,8 +5,9 @@ The shared config of each concept has its home here (one class per concept, ever
 proof is judged: passes, aggregation policy, template, sampling), ``MetaVerifierConfig`` (which
 meta-verifier grades a verification; built by ``verifier.meta_verifier.make_meta_verifier``).
 Bootstrap: ``eval.stats.BootstrapSpec``; W&B: ``verifier.results.WandbConfig``. A schema's ``RENAMED``
-maps a key that moved to its new name: the old key on the command line keeps working (``renamed``:
-a note names the new key).
+maps a key that moved to its new name (or names): the old key on the command line keeps working
+(``renamed``: a note names the new key); in a YAML file it fails with one error naming the new key
+(``renamed_key_message``).
 
 Each command is a Hydra app whose schema is a dataclass; ``hydra_main(name, Schema)``
 loads ``configs/<name>.yaml`` (which lists ``<name>_schema`` in its defaults),
@@ -141,6 +142,7 @@ def hydra_main(name: str, schema: type[T], config_dir: Path | None = None
         @functools.wraps(fn)
         def wrapped(cfg: Any) -> Any:
             started.append(True)
+            _stop_recording()
             # Hydra has parsed the command line: drop its API keys from sys.argv, which W&B records
             # as the run's program arguments (and other libraries may log)
             sys.argv[:] = redact(list(sys.argv))
@@ -155,23 +157,52 @@ def hydra_main(name: str, schema: type[T], config_dir: Path | None = None
             if argv != given or redact(argv) != argv:
                 _retitle(argv)
             sys.argv[1:] = argv
+            record = _StderrRecord(sys.stderr)  # Hydra's composition error, to name a renamed key's new name
+            sys.stderr = record
             try:
                 return wrapped(*args, **kwargs)
             except SystemExit as e:
                 # Hydra printed its own error (unknown key, bad override value, missing config) and exits 1
                 if e.code == 1 and not started:
+                    _stop_recording()
+                    if (msg := _renamed_in_error(schema, Exception(record.text))) is not None:
+                        print(f"{command_name(fn)}: error: {msg}", file=sys.stderr, flush=True)
                     raise SystemExit(EXIT_USER_ERROR) from None
                 raise
             except (HydraException, OmegaConfBaseException):
+                _stop_recording()
                 if started or not full_error():
                     raise
 
                 traceback.print_exc()  # HYDRA_FULL_ERROR=1: Hydra re-raised its error for the traceback
+                if (msg := _renamed_in_error(schema, sys.exc_info()[1])) is not None:
+                    print(f"{command_name(fn)}: error: {msg}", file=sys.stderr, flush=True)
                 raise SystemExit(EXIT_USER_ERROR) from None
+            finally:
+                _stop_recording()
 
         return entry
 
     return deco
+
+
+class _StderrRecord:
+    """``sys.stderr`` while Hydra composes a command's config: writes go through and are kept (the last 64 kB)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream, self.text = stream, ""
+
+    def write(self, text: str) -> int:
+        self.text = (self.text + text)[-65536:]
+        return self.stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+def _stop_recording() -> None:
+    while isinstance(sys.stderr, _StderrRecord):
+        sys.stderr = sys.stderr.stream
 
 
 def _typed(cfg: Any) -> Any:
@@ -194,7 +225,12 @@ def compose(name: str, schema: type[T], overrides: list[str] | None = None, conf
     register(name, schema)
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(config_dir or CONFIG_DIR), version_base="1.3"):
-        cfg = _compose(config_name=name, overrides=renamed(schema, overrides or []))
+        try:
+            cfg = _compose(config_name=name, overrides=renamed(schema, overrides or []))
+        except (HydraException, OmegaConfBaseException) as e:
+            if (msg := _renamed_in_error(schema, e)) is not None:
+                raise InputError(msg) from e
+            raise
     return to_object(cfg)
 
 
@@ -208,17 +244,56 @@ def renamed(schema: type, args: list[str]) -> list[str]:
     >>> renamed(ScoreConfig, ["bootstrap_n=20", "gold=g.jsonl", "+ci_level=0.9"])
     ['bootstrap.n=20', 'gold=g.jsonl', '+bootstrap.level=0.9']
     """
-    table: dict[str, str] = getattr(schema, "RENAMED", {})
+    table: dict[str, str | tuple[str, ...]] = getattr(schema, "RENAMED", {})
     out = []
     for arg in args:
         head, sep, value = arg.partition("=")
         key = head.lstrip("+~")
         if sep and key in table:
-            new = table[key]
-            print(f"note: {key} is now {new} ({key}={value} was read as {new}={value})", file=sys.stderr, flush=True)
-            arg = f"{head[: len(head) - len(key)]}{new}={value}"
-        out.append(arg)
+            news = _new_keys(table[key])
+            read = " and ".join(f"{new}={value}" for new in news)
+            print(f"note: {key} is now {' and '.join(news)} ({key}={value} was read as {read})", file=sys.stderr,
+                  flush=True)
+            out += [f"{head[: len(head) - len(key)]}{new}={value}" for new in news]
+        else:
+            out.append(arg)
     return out
+
+
+def _renamed_in_error(schema: type, exc: BaseException) -> str | None:
+    """:func:`renamed_key_message` of a key a composition error names (the ``full_key: ...`` of its message
+    or of a cause: OmegaConf drops the cause unless ``OC_CAUSE=1``)."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        for key in [getattr(cause, "full_key", None) or "", *re.findall(r"full_key: (\S+)", str(cause))]:
+            if (msg := renamed_key_message(schema, key)) is not None:
+                return msg
+        cause = cause.__cause__
+    return None
+
+
+def _new_keys(new: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (new,) if isinstance(new, str) else tuple(new)
+
+
+def renamed_key_message(schema: type, key: str) -> str | None:
+    """The error of a renamed key (``schema.RENAMED``) found in a YAML file, or None for any other key.
+
+    On the command line an old key keeps working (:func:`renamed`); in a config file it is an error
+    that names the new key, since the schema no longer has the old one.
+
+    >>> class Run:
+    ...     RENAMED = {"eval.n_passes": "eval.judge.n", "eval.seed": ("eval.judge.run_seed", "eval.bootstrap.seed")}
+    >>> renamed_key_message(Run, "eval.seed")
+    'eval.seed is now eval.judge.run_seed and eval.bootstrap.seed: rename it in the config file (renamed keys are read under their new names only on the command line)'
+    >>> renamed_key_message(Run, "eval.bogus") is None
+    True
+    """
+    table: dict[str, str | tuple[str, ...]] = getattr(schema, "RENAMED", {})
+    if key not in table:
+        return None
+    return (f"{key} is now {' and '.join(_new_keys(table[key]))}: rename it in the config file (renamed keys "
+            f"are read under their new names only on the command line)")
 
 
 def is_secret_override(override: str) -> bool:
