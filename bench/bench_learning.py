@@ -433,7 +433,7 @@ def main(argv: list[str] | None = None) -> None:
         return GRPORunConfig(
             experiment_name=name.split("/")[0], output_dir=str(out / name), train=train, init_from=str(sft_model),
             model=ModelConfig(name_or_path=str(sft_model)), data=run_data,
-            reward=RewardConfig(components=components, meta_judge="rule"),
+            reward=RewardConfig(components=components),  # reward.meta: the rule-based meta-verifier (its default)
             grpo=GRPOSettings(max_steps=cfg.grpo_steps, per_device_train_batch_size=cfg.grpo_batch,
                               num_generations=cfg.num_generations, max_completion_length=cfg.max_completion_length,
                               learning_rate=cfg.grpo_lr, temperature=cfg.temperature, save_steps=10_000,

@@ -300,7 +300,7 @@ def pipeline(cfg: DemoConfig) -> Path:
         servers.append(b)
         demo.run("GRPO (Meta-Ver-RL, rule meta-verifier)", [
             "training/grpo.py", "experiment=meta_ver_rl", f"output_dir={d['grpo']}", f"init_from={d['sft']}/final",
-            *data, "data.variant=pos_aug", f"data.eval_path={held_out}", "reward.meta_judge=rule",
+            *data, "data.variant=pos_aug", f"data.eval_path={held_out}", "reward.meta.kind=rule",
             f"+reward.components.format={cfg.grpo_format_weight}",
             f"grpo.max_steps={cfg.grpo_steps}", f"grpo.save_steps={cfg.grpo_steps}",
             f"grpo.per_device_train_batch_size={cfg.grpo_batch_size}", f"grpo.num_generations={cfg.grpo_num_generations}",
@@ -415,7 +415,7 @@ def learning_check(final: dict[str, Any]) -> dict[str, Any]:
 
 
 META_VERIFIERS = {  # which meta-verifier graded what (item 2 of issue 16)
-    "GRPO reward": "verifier.meta_verifier.RuleMetaVerifier (reward.meta_judge=rule): polarity, then the first "
+    "GRPO reward": "verifier.meta_verifier.RuleMetaVerifier (reward.meta.kind=rule): polarity, then the first "
                    "error step (exact, or within 1 step), then recoverable-step coverage",
     "evaluation (Meta TPR / TNR / Balanced F1)": "verifier.meta_verifier.RuleMetaVerifier (meta.kind=rule)",
     "untrained model on vLLM server A": "no meta-verification: verdict passes for uncertainty selection "

@@ -135,7 +135,7 @@ def check_grpo_run(overrides: list[str], accelerate_file: str | None = None):
         assert g.bf16 is True and cfg.model.dtype == "bfloat16", overrides
     if cfg.eval.enabled:
         assert cfg.eval.judge.max_tokens >= (g.max_completion_length if cfg.train else 1024), overrides
-    assert cfg.reward.meta_judge == "llm" and cfg.reward.judge_max_tokens >= 1024
+    assert cfg.reward.meta.kind == "llm" and cfg.reward.meta.max_tokens >= 1024
     if g.use_vllm:
         assert g.vllm_mode in ("server", "colocate")
         assert (g.vllm_mode == "server") == bool(g.vllm_server_base_url), overrides
@@ -242,8 +242,8 @@ def check_grpo_sbatch(sbatch_opts: list[str], args: list[str], tmp: Path):
     assert cfg.grpo.vllm_server_base_url == f"http://{gen_node}:{gen_port}"
     assert gen[gen.index("--model") + 1] == cfg.model.name_or_path  # TRL serves the policy being trained
     meta_port = next(w for w in serve if w.startswith("port="))[5:]
-    assert cfg.reward.endpoint.base_url == f"http://{meta_node}:{meta_port}/v1"
-    assert cfg.reward.endpoint.model == next(w for w in serve if w.startswith("served_model_name="))[18:]
+    assert cfg.reward.meta.endpoint.base_url == f"http://{meta_node}:{meta_port}/v1"
+    assert cfg.reward.meta.endpoint.model == next(w for w in serve if w.startswith("served_model_name="))[18:]
     if meta_node != gen_node:  # several nodes: the trainers are neither server node
         assert master not in (meta_node, gen_node)
     check_serve(serve[serve.index("verifier.serve") + 1:])

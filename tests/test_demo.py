@@ -101,7 +101,7 @@ def test_stage_order_and_servers(recorded):
     assert all(s.stopped for s in servers)
     grpo = dict(a.split("=", 1) for a in calls[11][1][1:] if "=" in a)
     # the GRPO reward is graded by the rule meta-verifier, never by a served random model (issue 16, item 2)
-    assert grpo["reward.meta_judge"] == "rule" and not any(k.startswith("reward.endpoint") for k in grpo)
+    assert grpo["reward.meta.kind"] == "rule" and not any(k.startswith("reward.meta.endpoint") for k in grpo)
     assert grpo["init_from"] == str(out / "sft" / "final")
     held_out = f"data={out / 'split' / 'held_out.jsonl'}"
     ladder = {"untrained": (9, servers[0]), "sft": (12, servers[1]), "grpo": (13, servers[2])}
@@ -192,7 +192,7 @@ def test_every_command_composes(recorded, index):
         assert cfg.verifiers[0].extra_body["structured_outputs"]["regex"] == synthetic_verdict_regex(95, 3)
     if app == "training/grpo.py":
         assert cfg.experiment_name == "meta_ver_rl" and cfg.reward.components.get("meta") == 1.0
-        assert cfg.reward.meta_judge == "rule" and cfg.reward.components.get("format") == demo.DemoConfig().grpo_format_weight
+        assert cfg.reward.meta.kind == "rule" and cfg.reward.components.get("format") == demo.DemoConfig().grpo_format_weight
         assert cfg.grpo.learning_rate == demo.DemoConfig().grpo_learning_rate
         assert cfg.data.source == "jsonl" and cfg.eval.enabled is False
         # the row trains on the variant data_pipeline.grpo_dataset wrote (training.ladder refuses another)

@@ -70,13 +70,13 @@ def test_command_line_keys_move_to_the_environment(monkeypatch, capsys):
     from verifier.config import compose, keys_out_of_argv
 
     env: dict[str, str] = {}
-    args = keys_out_of_argv(GRPORunConfig, ["experiment=meta_ver_rl", "reward.endpoint.api_key=sk-A", "grpo.beta=0.1"],
+    args = keys_out_of_argv(GRPORunConfig, ["experiment=meta_ver_rl", "reward.meta.endpoint.api_key=sk-A", "grpo.beta=0.1"],
                             env)
-    assert args == ["experiment=meta_ver_rl", "reward.endpoint.api_key_env=VERIFIER_ARGV_KEY_1", "grpo.beta=0.1"]
+    assert args == ["experiment=meta_ver_rl", "reward.meta.endpoint.api_key_env=VERIFIER_ARGV_KEY_1", "grpo.beta=0.1"]
     assert env == {"VERIFIER_ARGV_KEY_1": "sk-A"}
     monkeypatch.setenv("VERIFIER_ARGV_KEY_1", "sk-A")
     cfg = compose("grpo", GRPORunConfig, args)
-    assert cfg.reward.endpoint.resolved_api_key() == "sk-A" and cfg.reward.endpoint.api_key is None
+    assert cfg.reward.meta.endpoint.resolved_api_key() == "sk-A" and cfg.reward.meta.endpoint.api_key is None
     cfg.overrides = args
     assert run_name(cfg) == "meta_ver_rl,grpo.beta=0.1"
     two = "generators=[{base_url: u, model: a, api_key: sk-B}, {base_url: u, model: b, 'api_key': 'sk-C'}]"

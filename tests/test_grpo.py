@@ -135,9 +135,9 @@ def test_llm_meta_reward_for_a_few_grpo_steps(tmp_path, tiny_model, endpoint):
 
     cfg = compose("grpo", GRPORunConfig, ["experiment=smoke", f"output_dir={tmp_path / 'llm'}",
                                           *_tiny(tiny_model), "grpo.max_steps=2", "grpo.save_steps=2",
-                                          "reward.meta_judge=llm", "reward.format_gate=false",
-                                          "reward.judge_max_tokens=48", "eval.enabled=false", "wandb.enabled=false"])
-    cfg.reward.endpoint = dataclasses.replace(endpoint, extra_body={"structured_outputs": {"regex": GRADE_REGEX}})
+                                          "reward.meta.kind=llm", "reward.format_gate=false",
+                                          "reward.meta.max_tokens=48", "eval.enabled=false", "wandb.enabled=false"])
+    cfg.reward.meta.endpoint = dataclasses.replace(endpoint, extra_body={"structured_outputs": {"regex": GRADE_REGEX}})
     run(cfg)
     hist = json.loads((tmp_path / "llm" / "train_log.json").read_text())
     steps = [h for h in hist if "meta/judge_latency_s" in h]
@@ -258,20 +258,39 @@ def test_renamed_eval_keys_keep_working_on_the_command_line(capsys):
     assert compose("grpo", GRPORunConfig, []).eval.judge_config().with_reference is False
 
 
-def _old_key_experiment(tmp_path: Path) -> Path:
+def test_renamed_reward_keys_keep_working_on_the_command_line(capsys):
+    """issue 24: the reward's meta-verifier keys moved into the one meta-verifier config (reward.meta)."""
+    from training.config import GRPORunConfig
+    from verifier.config import compose
+
+    c = compose("grpo", GRPORunConfig, ["reward.meta_judge=llm", "reward.endpoint.base_url=http://m:1/v1",
+                                        "reward.judge_max_tokens=48", "reward.judge_temperature=0.3",
+                                        "reward.judge_sees_reasoning=true", "reward.near=2"])
+    m = c.reward.meta
+    assert (m.kind, m.endpoint.base_url, m.max_tokens, m.temperature, m.show_reasoning, m.near) == (
+        "llm", "http://m:1/v1", 48, 0.3, True, 2)
+    assert c.reward.meta_verifier(run_seed=4) == dataclasses.replace(m, run_seed=4)
+    assert "note: reward.endpoint.base_url is now reward.meta.endpoint.base_url" in capsys.readouterr().err
+
+
+def _old_key_experiment(tmp_path: Path, body: str = "eval:\n  n_passes: 8\n") -> Path:
     (tmp_path / "experiment").mkdir()
-    (tmp_path / "experiment" / "old_keys.yaml").write_text(
-        "# @package _global_\nexperiment_name: old_keys\neval:\n  n_passes: 8\n")
+    (tmp_path / "experiment" / "old_keys.yaml").write_text(f"# @package _global_\nexperiment_name: old_keys\n{body}")
     return tmp_path
 
 
-def test_renamed_eval_key_in_a_yaml_file_names_its_new_key(tmp_path):
+@pytest.mark.parametrize("body,message", [
+    ("eval:\n  n_passes: 8\n", r"eval\.n_passes is now eval\.judge\.n"),
+    ("eval:\n  seed: 3\n", r"eval\.seed is now eval\.judge\.run_seed and eval\.bootstrap\.seed"),
+    ("reward:\n  meta_judge: llm\n", r"reward\.meta_judge is now reward\.meta\.kind"),
+    ("reward:\n  endpoint:\n    base_url: http://m:1/v1\n", r"reward\.endpoint is now reward\.meta\.endpoint")])
+def test_renamed_key_in_a_yaml_file_names_its_new_key(tmp_path, body, message):
     from training.config import GRPORunConfig
     from verifier.config import compose
     from verifier.errors import InputError
 
-    d = _old_key_experiment(tmp_path)
-    with pytest.raises(InputError, match=r"eval\.n_passes is now eval\.judge\.n"):
+    d = _old_key_experiment(tmp_path, body)
+    with pytest.raises(InputError, match=message):
         compose("grpo", GRPORunConfig, ["experiment=old_keys", f"hydra.searchpath=[file://{d}]"])
 
 

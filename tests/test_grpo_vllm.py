@@ -68,7 +68,7 @@ def colocate_check(out: str, tiny_model: str) -> None:
         "experiment=smoke", f"output_dir={out}", f"model.name_or_path={tiny_model}",
         "grpo.use_vllm=true", "grpo.vllm_mode=colocate", "grpo.max_steps=2", "grpo.save_steps=1",
         "grpo.learning_rate=0.02", "grpo.max_completion_length=48", "grpo.per_device_train_batch_size=8",
-        "reward.components={rough: 1.0, meta: 1.0}", "reward.meta_judge=rule",
+        "reward.components={rough: 1.0, meta: 1.0}", "reward.meta.kind=rule",
         "eval.enabled=false", "wandb.enabled=false"])
     # vLLM's guided decoding (TRL's vllm_structured_outputs_regex) keeps the random tiny policy inside the
     # answer format, so its sampled verdicts and steps differ within a group: rewards vary, advantages

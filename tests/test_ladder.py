@@ -142,7 +142,7 @@ def test_thinking_policy_needs_thinking_budgets(layout):
     ladder.prepare(ok)
     assert ok.grpo.mask_truncated_completions and ok.grpo.max_completion_length >= 8192
     assert ok.eval.judge.max_tokens >= ok.grpo.max_completion_length
-    assert ok.reward.endpoint.timeout_s >= 600 and ok.reward.endpoint.max_tokens >= 8192
+    assert ok.reward.meta.endpoint.timeout_s >= 600 and ok.reward.meta.endpoint.max_tokens >= 8192
     bad = _cluster("qwen3_8b", "meta_ver_rl", f"data.root={layout}", "grpo.max_completion_length=4096",
                    "grpo.mask_truncated_completions=false")
     with pytest.raises(ladder.LadderConfigError) as e:
@@ -168,16 +168,16 @@ def test_lora_and_full_fine_tuning_get_their_own_learning_rates(layout):
 def test_endpoints_are_asked_for_their_models(endpoint):
     from verifier.engine import EndpointConfig
 
-    assert endpoint.model in preflight.check_endpoint("reward.endpoint", endpoint)
+    assert endpoint.model in preflight.check_endpoint("reward.meta.endpoint", endpoint)
     wrong = EndpointConfig(base_url=endpoint.base_url, api_key=endpoint.api_key, model="meta-verifier")
     with pytest.raises(preflight.PreflightError) as e:
-        preflight.check_endpoint("reward.endpoint", wrong)
-    assert "reward.endpoint.model='meta-verifier' is not served" in str(e.value) and endpoint.model in str(e.value)
+        preflight.check_endpoint("reward.meta.endpoint", wrong)
+    assert "reward.meta.endpoint.model='meta-verifier' is not served" in str(e.value) and endpoint.model in str(e.value)
     from tests.conftest import free_port
 
     dead = EndpointConfig(base_url=f"http://127.0.0.1:{free_port()}/v1", api_key="k", model="m")
-    with pytest.raises(preflight.PreflightError, match=r"reward.endpoint.base_url=.*does not answer"):
-        preflight.check_endpoint("reward.endpoint", dead)
+    with pytest.raises(preflight.PreflightError, match=r"reward.meta.endpoint.base_url=.*does not answer"):
+        preflight.check_endpoint("reward.meta.endpoint", dead)
 
 
 @pytest.mark.vllm
@@ -239,10 +239,10 @@ def test_dead_meta_verifier_stops_the_run_before_loading(tiny_model, tmp_path, m
     monkeypatch.setattr(grpo, "load_trajectories_for", boom)
     monkeypatch.setattr(trainer, "load_model", boom)
     cfg = compose("grpo", GRPORunConfig, ["experiment=meta_ver_rl", f"model.name_or_path={tiny_model}",
-                                          "reward.meta_judge=llm", "eval.enabled=false", "wandb.enabled=false",
-                                          f"reward.endpoint.base_url=http://127.0.0.1:{free_port()}/v1",
+                                          "reward.meta.kind=llm", "eval.enabled=false", "wandb.enabled=false",
+                                          f"reward.meta.endpoint.base_url=http://127.0.0.1:{free_port()}/v1",
                                           f"output_dir={tmp_path / 'run'}"])
-    with pytest.raises(preflight.PreflightError, match=r"reward.endpoint.base_url=http://127.0.0.1:\d+/v1: the server "
+    with pytest.raises(preflight.PreflightError, match=r"reward.meta.endpoint.base_url=http://127.0.0.1:\d+/v1: the server "
                                                        r"does not answer"):
         grpo.run(cfg)
 

@@ -189,10 +189,10 @@ def test_meta_verifier_outage_stops_both_ranks(tmp_path, tiny_model):
     out = tmp_path / "outage"
     extra_body = "{structured_outputs: {regex: '" + GRADE_REGEX + "'}}"
     cmd = launch_cmd("ddp", out, tiny_model, "grpo.max_steps=50", "grpo.save_steps=100",
-                     "reward.meta_judge=llm", "reward.format_gate=false", "reward.judge_max_tokens=48",
-                     f"reward.endpoint.base_url={server.base_url}", "reward.endpoint.model=meta-verifier",
-                     "reward.endpoint.max_retries=1", "reward.endpoint.timeout_s=30",
-                     f"reward.endpoint.extra_body={extra_body}")
+                     "reward.meta.kind=llm", "reward.format_gate=false", "reward.meta.max_tokens=48",
+                     f"reward.meta.endpoint.base_url={server.base_url}", "reward.meta.endpoint.model=meta-verifier",
+                     "reward.meta.endpoint.max_retries=1", "reward.meta.endpoint.timeout_s=30",
+                     f"reward.meta.endpoint.extra_body={extra_body}")
     env = _env() | {"VERIFIER_API_KEY": API_KEY}
     log = open(tmp_path / "train.log", "w")  # noqa: SIM115 - the child writes it while we poll
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -218,7 +218,7 @@ def test_meta_verifier_outage_stops_both_ranks(tmp_path, tiny_model):
     # JudgeFailureError is a user error (verifier.errors): one message per rank, exit 2; raised on both ranks,
     # not a hang on one
     assert text.count("meta-verifier calls failed in this step") >= 2, text[-4000:]
-    assert "meta-verifier calls failed in this step" in text and "reward.endpoint.base_url" in text
+    assert "meta-verifier calls failed in this step" in text and "reward.meta.endpoint.base_url" in text
     pids = {x["pid"] for ls in rank_lines(out).values() for x in ls}
     assert len(pids) == 2 and not any(_alive(p) for p in pids), "a rank outlived the launcher"
     assert max(len(v) for v in rank_lines(out).values()) < 50

@@ -72,10 +72,10 @@ def test_grpo_config_passes_truncation_mask_and_policy_template_kwargs(tmp_path)
     cfg = compose("grpo", GRPORunConfig, ["experiment=smoke", f"output_dir={tmp_path}",
                                           "grpo.mask_truncated_completions=true",
                                           "grpo.chat_template_kwargs={enable_thinking: false}",
-                                          "reward.endpoint.max_tokens=8192", "reward.endpoint.reasoning_effort=high"])
+                                          "reward.meta.endpoint.max_tokens=8192", "reward.meta.endpoint.reasoning_effort=high"])
     g = grpo_config(cfg, tmp_path, [1.0], report_wandb=False)
     assert g.mask_truncated_completions is True and g.chat_template_kwargs == {"enable_thinking": False}
-    assert cfg.reward.endpoint.max_tokens == 8192 and cfg.reward.endpoint.reasoning_effort == "high"
+    assert cfg.reward.meta.endpoint.max_tokens == 8192 and cfg.reward.meta.endpoint.reasoning_effort == "high"
 
 
 # ------------------------------------------------------------------------------ engine on the real server
@@ -180,15 +180,15 @@ def test_llm_meta_reward_through_a_reasoning_judge_in_a_grpo_step(tmp_path, tiny
 
     out = tmp_path / "think"
     cfg = compose("grpo", GRPORunConfig, ["experiment=smoke", f"output_dir={out}", f"model.name_or_path={tiny_model}",
-                                          "grpo.max_steps=1", "grpo.save_steps=1", "reward.meta_judge=llm",
-                                          "reward.format_gate=false", "reward.judge_max_tokens=4",
+                                          "grpo.max_steps=1", "grpo.save_steps=1", "reward.meta.kind=llm",
+                                          "reward.format_gate=false", "reward.meta.max_tokens=4",
                                           "grpo.mask_truncated_completions=true",
                                           "eval.enabled=false", "wandb.enabled=false"])
-    cfg.reward.endpoint = guided(reasoning_endpoint, THINK_GRADE, max_tokens=160)  # thinking fits this budget
+    cfg.reward.meta.endpoint = guided(reasoning_endpoint, THINK_GRADE, max_tokens=160)  # thinking fits this budget
     run(cfg)
     [step] = [h for h in json.loads((out / "train_log.json").read_text()) if "meta/judge_latency_s" in h]
     assert step["meta/judge_failures"] == 0
     assert sum(step[f"meta/grade_frac/{g}"] for g in GRADES.strip("()").split("|")) == pytest.approx(1.0)
     saved = json.loads((out / "config.json").read_text())  # the choices are part of the run's config
-    assert saved["reward"]["judge_sees_reasoning"] is False and saved["reward"]["endpoint"]["max_tokens"] == 160
+    assert saved["reward"]["meta"]["show_reasoning"] is False and saved["reward"]["meta"]["endpoint"]["max_tokens"] == 160
     assert saved["grpo"]["mask_truncated_completions"] is True

@@ -168,11 +168,11 @@ def test_rough_rl_meta_weight_zero_does_not_abort_on_judge_failures():
     from verifier.config import compose
     from verifier.engine import EndpointConfig
 
-    cfg = compose("grpo", GRPORunConfig, ["experiment=rough_rl", "reward.meta_judge=llm"]).reward
+    cfg = compose("grpo", GRPORunConfig, ["experiment=rough_rl", "reward.meta.kind=llm"]).reward
     assert cfg.components == {"rough": 1.0, "meta": 0.0}
     # a real failure: nothing listens on port 9
-    cfg = dataclasses.replace(cfg, endpoint=EndpointConfig(base_url="http://127.0.0.1:9/v1", model="m", api_key="k",
-                                                           max_retries=0, timeout_s=10.0))
+    cfg = dataclasses.replace(cfg, meta=dataclasses.replace(cfg.meta, endpoint=EndpointConfig(
+        base_url="http://127.0.0.1:9/v1", model="m", api_key="k", max_retries=0, timeout_s=10.0)))
     funcs, weights = build_reward_funcs(cfg)
     meta = funcs[weights.index(0.0)]
     out = asyncio.run(meta(completions=COMPLETIONS, **_columns(_trajs(), 4)))

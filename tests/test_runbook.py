@@ -111,9 +111,9 @@ def _tiny(cmd: str, tmp: Path, tiny_model: Path, meta_url: str, meta_port: int) 
                    PYTHON=PY)
         words = [w for w in words if not w.startswith("hydra.launcher.")]
         words = ["model=tiny_lora" if w == "model=qwen3_8b" else w for w in words]
-        words += [f"model.name_or_path={tiny_model}", "data.source=jsonl", "reward.meta_judge=llm",
-                  "reward.endpoint.model=meta-verifier", "reward.endpoint.max_tokens=48",
-                  "reward.endpoint.extra_body={structured_outputs: {regex: '" + GRADE_REGEX + "'}}",
+        words += [f"model.name_or_path={tiny_model}", "data.source=jsonl", "reward.meta.kind=llm",
+                  "reward.meta.endpoint.model=meta-verifier", "reward.meta.endpoint.max_tokens=48",
+                  "reward.meta.endpoint.extra_body={structured_outputs: {regex: '" + GRADE_REGEX + "'}}",
                   "grpo.max_steps=1", "grpo.save_steps=1", "grpo.per_device_train_batch_size=4",
                   "grpo.num_generations=4", "grpo.max_completion_length=16", "eval.judge.max_tokens=16",
                   "eval.bootstrap.n=20", "wandb.enabled=false", f"hydra.sweep.dir={tmp}/multirun"]

@@ -86,7 +86,7 @@ def _commands(s, inputs: Path, tiny_model: Path) -> dict[str, list[list[str]]]:
     trajs, problems, preds = inputs / "trajs.jsonl", inputs / "problems.jsonl", inputs / "preds.jsonl"
     data = REPO / "tests" / "data"
     grpo = [str(REPO / "training" / "grpo.py"), f"model.name_or_path={tiny_model}", "data.n_eval=2",
-            "eval.judge.max_tokens=8", "eval.bootstrap.n=20", f"reward.endpoint.api_key={CANARY}"]
+            "eval.judge.max_tokens=8", "eval.bootstrap.n=20", f"reward.endpoint.api_key={CANARY}"]  # an old key: its note is redacted too
     return {
         "judge": [["-m", "eval.judge", f"input={trajs}", "output=judge/j.jsonl", *_ep(s, "endpoint"), "judge.n=2",
                    "judge.max_tokens=8", "progress=false"]],
@@ -184,19 +184,19 @@ def test_redact_and_run_names_drop_keys(tmp_path):
     from verifier.config import compose, redact
     from verifier.hydra_callbacks import redact_saved_config
 
-    overrides = [f"reward.endpoint.api_key={CANARY}", "grpo.beta=0.1"]
+    overrides = [f"reward.meta.endpoint.api_key={CANARY}", "grpo.beta=0.1"]
     cfg = compose("grpo", GRPORunConfig, ["experiment=meta_ver_rl", *overrides])
     cfg.overrides = overrides
-    assert cfg.reward.endpoint.api_key == CANARY
+    assert cfg.reward.meta.endpoint.api_key == CANARY
     red = redact(cfg)
-    assert CANARY not in repr(red) and red["reward"]["endpoint"]["api_key"] == "***"
-    assert red["overrides"] == ["reward.endpoint.api_key=***", "grpo.beta=0.1"] and red["grpo"]["beta"] == 0.1
+    assert CANARY not in repr(red) and red["reward"]["meta"]["endpoint"]["api_key"] == "***"
+    assert red["overrides"] == ["reward.meta.endpoint.api_key=***", "grpo.beta=0.1"] and red["grpo"]["beta"] == 0.1
     assert run_name(cfg) == "meta_ver_rl,grpo.beta=0.1"
     inline = redact([f"verifiers=[{{base_url: u, api_key: {CANARY}}}]", f"+x.api_key='{CANARY}'"])
     assert CANARY not in repr(inline)
     saved = tmp_path / "multirun.yaml"
     saved.write_text(f"reward:\n  endpoint:\n    api_key: {CANARY}\nhydra:\n  overrides:\n    task:\n"
-                     f"    - reward.endpoint.api_key={CANARY}\n")
+                     f"    - reward.meta.endpoint.api_key={CANARY}\n")
     assert redact_saved_config(saved) and CANARY not in saved.read_text()
 
 

@@ -130,7 +130,7 @@ def _sbatch(slurm: LocalSlurm, tmp: Path, tiny_model: Path, overrides: list[str]
 def _llm_reward(out: Path) -> list[str]:
     extra = "{structured_outputs: {regex: '" + GRADE_REGEX + "'}}"
     return ["experiment=smoke", f"output_dir={out}", "grpo.max_steps=2", "grpo.save_steps=2",
-            "reward.format_gate=false", "reward.judge_max_tokens=48", f"reward.endpoint.extra_body={extra}",
+            "reward.format_gate=false", "reward.meta.max_tokens=48", f"reward.meta.endpoint.extra_body={extra}",
             "eval.enabled=false", "wandb.enabled=false"]
 
 
@@ -148,7 +148,7 @@ def test_grpo_sbatch_on_real_slurm_trains_with_the_meta_verifier_server_then_sto
     assert meta["judge_failed"] == 0
     assert (out / "checkpoint-2" / "trainer_state.json").exists()
     cfg = json.loads((out / "config.json").read_text())
-    assert cfg["reward"]["meta_judge"] == "llm" and cfg["reward"]["endpoint"]["base_url"].endswith(f":{port}/v1")
+    assert cfg["reward"]["meta"]["kind"] == "llm" and cfg["reward"]["meta"]["endpoint"]["base_url"].endswith(f":{port}/v1")
     assert cfg["grpo"]["use_vllm"] is False and cfg["model"]["name_or_path"] == str(tiny_model)
     # the servers are gone and the port is free
     assert _servers_on(port) == [] and _port_free(port)

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from eval.stats import BootstrapSpec
 from training.prover_reward import ProverRLConfig
-from training.rewards import RewardConfig
+from training.rewards import REWARD_RENAMED, RewardConfig
 from verifier.config import JudgeConfig
 from verifier.engine import EndpointConfig
 from verifier.offline import OfflineConfig
@@ -195,7 +195,7 @@ class LaunchSettings:
 class GRPORunConfig:
     """One run of the Table 3 ladder (``configs/grpo.yaml``, ``configs/experiment/*.yaml``)."""
 
-    RENAMED: ClassVar[dict[str, str | tuple[str, ...]]] = EVAL_RENAMED  # old keys (verifier.config.renamed)
+    RENAMED: ClassVar[dict[str, str | tuple[str, ...]]] = {**EVAL_RENAMED, **REWARD_RENAMED}  # old keys (renamed)
 
     experiment_name: str = "smoke"
     output_dir: str = "runs/grpo/smoke"

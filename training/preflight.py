@@ -11,7 +11,7 @@ validates, at start-up:
   not downloaded on a login node) the model-independent classes ``SchedulerConfig``, ``CacheConfig``
   and ``ParallelConfig`` are built with the run's values (the check that caught
   ``max_num_batched_tokens (8192) is smaller than max_model_len (16384)``).
-* every served endpoint the run will call: ``GET /v1/models`` of the meta-verifier (``reward.endpoint``,
+* every served endpoint the run will call: ``GET /v1/models`` of the meta-verifier (``reward.meta.endpoint``,
   LLM meta judge) and of the verifier under test (``eval.engine=endpoint``), which must list the
   configured model name; TRL's generation server (``grpo.vllm_mode=server``) must answer ``/health/``.
 
@@ -168,8 +168,8 @@ def endpoints(cfg: Any) -> list[tuple[str, Any]]:
     """(config key, EndpointConfig) of every OpenAI-compatible server the run will call."""
     out = []
     uses_meta = "meta" in (cfg.reward.components or {}) or cfg.eval.enabled
-    if cfg.reward.meta_judge == "llm" and uses_meta:
-        out.append(("reward.endpoint", cfg.reward.endpoint))
+    if cfg.reward.meta.kind == "llm" and uses_meta:
+        out.append(("reward.meta.endpoint", cfg.reward.meta.endpoint))
     if cfg.eval.enabled and cfg.eval.engine == "endpoint":
         out.append(("eval.endpoint", cfg.eval.endpoint))
     return out

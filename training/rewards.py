@@ -35,6 +35,7 @@ loss, TRL's alternative). Training and evaluation read outputs identically (issu
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -69,6 +70,12 @@ class JudgeFailureError(UserError, RuntimeError):
     """Too many meta-verifier calls of one GRPO step failed after retries."""
 
 
+def reward_meta() -> MetaVerifierConfig:
+    """The GRPO reward's meta-verifier defaults: rule-based; an LLM judge on its own server, 512 tokens."""
+    return MetaVerifierConfig(kind="rule", endpoint=EndpointConfig(max_concurrency=64, timeout_s=120.0, max_retries=3),
+                              temperature=0.0, max_tokens=512, near=1, show_reasoning=False)
+
+
 @dataclass
 class RewardConfig:
     """Which reward components a run uses, their weights and the meta-verifier (section 4.3).
@@ -77,29 +84,34 @@ class RewardConfig:
     weight in ``GRPOConfig.reward_weights``; a weight of 0 keeps the component as a
     logged metric without using it in the advantage.
 
-    The meta-verifier keys (``meta_judge``, ``endpoint``, ``judge_max_tokens``, ``judge_temperature``,
-    ``judge_sees_reasoning``, ``near``) are the GRPO names of the one meta-verifier config,
-    :class:`verifier.config.MetaVerifierConfig` (:meth:`meta_verifier`), which the reward and the
-    held-out evaluation both build with ``verifier.meta_verifier.make_meta_verifier``.
+    ``meta`` is the one meta-verifier config, :class:`verifier.config.MetaVerifierConfig` (``reward.meta.kind``
+    rule | llm, ``reward.meta.endpoint``, ``max_tokens``, ``temperature``, ``near``, ``show_reasoning``: the
+    judge also sees the policy's <think> reasoning), which the reward and the held-out evaluation both build
+    with ``verifier.meta_verifier.make_meta_verifier`` (:meth:`meta_verifier`; the held-out evaluation's
+    ``run_seed`` is ``grpo.seed``). The flat keys before (``reward.meta_judge`` ...) are :data:`REWARD_RENAMED`.
     """
 
     components: dict[str, float] = field(default_factory=lambda: {"meta": 1.0})
-    meta_judge: str = "rule"  # rule | llm
-    endpoint: EndpointConfig = field(default_factory=lambda: EndpointConfig(max_concurrency=64, timeout_s=120.0,
-                                                                            max_retries=3))
-    judge_max_tokens: int = 512  # the judge's budget when reward.endpoint.max_tokens is null (reasoning judges: set that)
-    judge_temperature: float = 0.0
-    judge_sees_reasoning: bool = False  # show the judge the policy's <think> reasoning too (B.3: rationale only)
+    meta: MetaVerifierConfig = field(default_factory=reward_meta)
     max_failed_fraction: float = 0.25
     format_gate: bool = True  # unparseable outputs score 0 without a judge call (false: the judge grades them)
-    near: int = 1  # rule-based meta-verifier: first-error step within `near` steps is a BASIC_MATCH
     log_rationale_chars: int = 400
 
     def meta_verifier(self, run_seed: int = 0) -> MetaVerifierConfig:
-        """The one meta-verifier config these keys set (``kind`` = ``meta_judge`` ...)."""
-        return MetaVerifierConfig(kind=self.meta_judge, endpoint=self.endpoint, temperature=self.judge_temperature,
-                                  max_tokens=self.judge_max_tokens, run_seed=run_seed, near=self.near,
-                                  show_reasoning=self.judge_sees_reasoning)
+        """The one meta-verifier config (``meta``) with ``run_seed``."""
+        return dataclasses.replace(self.meta, run_seed=run_seed)
+
+
+# the flat reward.* meta-verifier keys before reward.meta: on the command line still read under the new names
+# (verifier.config.renamed; reward.endpoint.base_url=... too); in a YAML file an error names the new key
+REWARD_RENAMED: dict[str, str] = {
+    "reward.meta_judge": "reward.meta.kind",
+    "reward.endpoint": "reward.meta.endpoint",
+    "reward.judge_max_tokens": "reward.meta.max_tokens",
+    "reward.judge_temperature": "reward.meta.temperature",
+    "reward.judge_sees_reasoning": "reward.meta.show_reasoning",
+    "reward.near": "reward.meta.near",
+}
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -339,10 +351,10 @@ class MetaReward:
             self.verifier = verifier
         else:
             if judge == "llm" and endpoint is None:
-                raise InputError("the LLM meta reward needs an endpoint (reward.endpoint.base_url, model, api_key)")
+                raise InputError("the LLM meta reward needs an endpoint (reward.meta.endpoint.base_url, model, api_key_env)")
             self.verifier = make_meta_verifier(MetaVerifierConfig(
                 kind=judge, endpoint=endpoint or EndpointConfig(), temperature=judge_temperature,
-                max_tokens=judge_max_tokens, near=near, show_reasoning=judge_sees_reasoning), key="reward.meta_judge")
+                max_tokens=judge_max_tokens, near=near, show_reasoning=judge_sees_reasoning), key="reward.meta.kind")
         self.last = StepStats()
         self.total = StepStats()
         self.history: list[StepStats] = []
@@ -352,14 +364,15 @@ class MetaReward:
                     ) -> MetaReward:
         """The configured meta reward; ``optimised=False`` (weight 0, e.g. rough_rl): a logged metric
         whose failed judge calls are counted but never stop training (they cannot reach the advantage)."""
-        if not optimised and cfg.meta_judge == "llm":
+        if not optimised and cfg.meta.kind == "llm":
             log.warning("reward.components.meta has weight 0: the LLM meta-verifier is called for logging only; "
                         "its failures are counted and never stop training")
-        return cls(cfg.meta_judge, cfg.endpoint,
+        m = cfg.meta
+        return cls(m.kind, m.endpoint,
                    max_failed_fraction=cfg.max_failed_fraction if optimised else 1.0,
-                   judge_max_tokens=cfg.judge_max_tokens, judge_temperature=cfg.judge_temperature, near=cfg.near,
+                   judge_max_tokens=m.max_tokens, judge_temperature=m.temperature, near=m.near,
                    log_rationale_chars=cfg.log_rationale_chars, format_gate=cfg.format_gate,
-                   judge_sees_reasoning=cfg.judge_sees_reasoning, reader=reader)
+                   judge_sees_reasoning=m.show_reasoning, reader=reader)
 
     async def grade(self, trajs: Sequence[ProofTrajectory], outputs: Sequence[VerificationOutput]
                     ) -> tuple[list[MetaVerification | None], float]:
@@ -423,7 +436,7 @@ class MetaReward:
             raise JudgeFailureError(
                 f"{st.n_failed} of {st.n_judged} meta-verifier calls failed in this step{ranks} "
                 f"(max_failed_fraction={self.max_failed_fraction}); first error: {first!r}. "
-                f"Check the meta-verifier endpoint (reward.endpoint.base_url) or raise reward.max_failed_fraction.")
+                f"Check the meta-verifier endpoint (reward.meta.endpoint.base_url) or raise reward.max_failed_fraction.")
         return rewards
 
     def _accumulate(self, st: StepStats) -> None:

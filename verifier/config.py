@@ -90,9 +90,8 @@ class JudgeConfig(Sampling):
 class MetaVerifierConfig:
     """Which meta-verifier grades a verification against the expert annotation (sections 3.3, 4.3).
 
-    ``eval.verifierbench``'s ``meta.*``; the GRPO reward's meta-verifier (``reward.meta_judge``,
-    ``reward.endpoint``, ``reward.judge_*``, ``reward.near``) is this config too
-    (``training.rewards.RewardConfig.meta_verifier``), and the held-out evaluation grades with it.
+    ``eval.verifierbench``'s ``meta.*``; the GRPO reward's meta-verifier ``reward.meta.*`` is this config too
+    (``training.rewards.RewardConfig.meta``), and the held-out evaluation grades with it.
     """
 
     kind: str = "rule"  # rule | llm (section 3.3: gpt-oss-120b in the paper)
@@ -244,16 +243,15 @@ def renamed(schema: type, args: list[str]) -> list[str]:
     >>> renamed(ScoreConfig, ["bootstrap_n=20", "gold=g.jsonl", "+ci_level=0.9"])
     ['bootstrap.n=20', 'gold=g.jsonl', '+bootstrap.level=0.9']
     """
-    table: dict[str, str | tuple[str, ...]] = getattr(schema, "RENAMED", {})
     out = []
     for arg in args:
         head, sep, value = arg.partition("=")
         key = head.lstrip("+~")
-        if sep and key in table:
-            news = _new_keys(table[key])
+        news = _new_names(schema, key) if sep else None
+        if news:
             read = " and ".join(f"{new}={value}" for new in news)
-            print(f"note: {key} is now {' and '.join(news)} ({key}={value} was read as {read})", file=sys.stderr,
-                  flush=True)
+            print(redact(f"note: {key} is now {' and '.join(news)} ({key}={value} was read as {read})"),
+                  file=sys.stderr, flush=True)
             out += [f"{head[: len(head) - len(key)]}{new}={value}" for new in news]
         else:
             out.append(arg)
@@ -272,8 +270,20 @@ def _renamed_in_error(schema: type, exc: BaseException) -> str | None:
     return None
 
 
-def _new_keys(new: str | tuple[str, ...]) -> tuple[str, ...]:
-    return (new,) if isinstance(new, str) else tuple(new)
+def _new_names(schema: type, key: str) -> tuple[str, ...] | None:
+    """The new name(s) of ``key`` (``schema.RENAMED``), or None. A renamed group renames the keys under it
+    (``reward.endpoint`` -> ``reward.meta.endpoint``: ``reward.endpoint.base_url`` -> ``reward.meta.endpoint.base_url``).
+
+    >>> class Run:
+    ...     RENAMED = {"reward.endpoint": "reward.meta.endpoint", "eval.seed": ("eval.judge.run_seed", "eval.bootstrap.seed")}
+    >>> _new_names(Run, "reward.endpoint.base_url"), _new_names(Run, "eval.seed"), _new_names(Run, "reward.endpoints")
+    (('reward.meta.endpoint.base_url',), ('eval.judge.run_seed', 'eval.bootstrap.seed'), None)
+    """
+    table: dict[str, str | tuple[str, ...]] = getattr(schema, "RENAMED", {})
+    for old, new in table.items():
+        if key == old or key.startswith(old + "."):
+            return tuple(n + key[len(old):] for n in ((new,) if isinstance(new, str) else new))
+    return None
 
 
 def renamed_key_message(schema: type, key: str) -> str | None:
@@ -289,10 +299,10 @@ def renamed_key_message(schema: type, key: str) -> str | None:
     >>> renamed_key_message(Run, "eval.bogus") is None
     True
     """
-    table: dict[str, str | tuple[str, ...]] = getattr(schema, "RENAMED", {})
-    if key not in table:
+    news = _new_names(schema, key)
+    if not news:
         return None
-    return (f"{key} is now {' and '.join(_new_keys(table[key]))}: rename it in the config file (renamed keys "
+    return (f"{key} is now {' and '.join(news)}: rename it in the config file (renamed keys "
             f"are read under their new names only on the command line)")
 
 

@@ -129,7 +129,7 @@ class LLMMetaVerifier:
 
 def make_meta_verifier(cfg: MetaVerifierConfig, key: str = "meta.kind") -> MetaVerifier:
     """The configured meta-verifier (one interface: ``grade_batch(pairs)``); ``key`` names the kind's
-    config key in the error message (``reward.meta_judge`` for the GRPO reward)."""
+    config key in the error message (``reward.meta.kind`` for the GRPO reward)."""
     if cfg.kind == "rule":
         return RuleMetaVerifier(near=cfg.near)
     if cfg.kind == "llm":

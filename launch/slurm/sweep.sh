@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Table 3 ladder on SLURM through Hydra's submitit launcher (one job per experiment):
 #   launch/slurm/sweep.sh model=qwen3_8b data.root=/data/grpo \
-#     reward.endpoint.base_url=http://META:8001/v1 hydra.launcher.partition=gpu
+#     reward.meta.endpoint.base_url=http://META:8001/v1 hydra.launcher.partition=gpu
 # Each job starts its run with `accelerate launch --config_file $ACCEL_CONFIG` (launch.accelerate_config;
 # hydra.launcher.gpus_per_node processes: launch.jobs.build_job_command); the meta-verifier runs on its
 # own node (launch/slurm/meta_verifier.sbatch). Every argument is a Hydra override (after these).
