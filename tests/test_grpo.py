@@ -271,6 +271,10 @@ def test_renamed_reward_keys_keep_working_on_the_command_line(capsys):
         "llm", "http://m:1/v1", 48, 0.3, True, 2)
     assert c.reward.meta_verifier(run_seed=4) == dataclasses.replace(m, run_seed=4)
     assert "note: reward.endpoint.base_url is now reward.meta.endpoint.base_url" in capsys.readouterr().err
+    from verifier.config import renamed
+
+    assert renamed(GRPORunConfig, ["reward.endpoint.api_key=sk-CANARY"]) == ["reward.meta.endpoint.api_key=sk-CANARY"]
+    assert "sk-CANARY" not in capsys.readouterr().err  # the note names the key's new name, never the key
 
 
 def _old_key_experiment(tmp_path: Path, body: str = "eval:\n  n_passes: 8\n") -> Path:

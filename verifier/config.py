@@ -249,9 +249,10 @@ def renamed(schema: type, args: list[str]) -> list[str]:
         key = head.lstrip("+~")
         news = _new_names(schema, key) if sep else None
         if news:
-            read = " and ".join(f"{new}={value}" for new in news)
-            print(redact(f"note: {key} is now {' and '.join(news)} ({key}={value} was read as {read})"),
-                  file=sys.stderr, flush=True)
+            shown = "***" if redact(f"{key}={value}") != f"{key}={value}" else value  # an API key: never printed
+            read = " and ".join(f"{new}={shown}" for new in news)
+            print(f"note: {key} is now {' and '.join(news)} ({key}={shown} was read as {read})", file=sys.stderr,
+                  flush=True)
             out += [f"{head[: len(head) - len(key)]}{new}={value}" for new in news]
         else:
             out.append(arg)
