@@ -77,11 +77,14 @@ class BenchConfig:
     verifier_max_tokens: int = 112
     # the demo's evaluation temperature: at 1.0 15-45% of the tiny verifier's passes do not parse (docs/prover.md)
     judge_temperature: float = 0.5
-    # GRPO arms (the same budget for each)
+    # GRPO arms (the same budget for each). From the diagnosis (docs/prover.md): the SFT prover's proofs are true
+    # 11% of the time at temperature 0.5, so a group of 4 has a mixed gold reward (a gradient) in 19/64 problems
+    # and 8 steps x 4 prompts gave ~1 such group per step: nothing moved. 8 samples per problem make a mixed group
+    # ~60% likely (1 - 0.89^8 - 0.11^8); 48 steps x 4 prompts x 8 fit the time (a verifier-reward step ~8 s here).
     arms: str = "pass1,mean8,pess8,gold"
-    grpo_steps: int = 8
-    grpo_batch: int = 16
-    num_generations: int = 4
+    grpo_steps: int = 48
+    grpo_batch: int = 32
+    num_generations: int = 8
     grpo_lr: float = 1e-4
     max_completion_length: int = 64
     # the prover's sampling temperature in GRPO: groups of 4 with a mixed gold reward, on GRPO problems:
@@ -280,7 +283,24 @@ def _arms(cfg: BenchConfig, out: Path, prover_sft: Path, ep, grpo_problems, held
         rows[arm] = _row(doc)
         curves[arm] = _curve(out / arm)
         tick(f"{arm} (GRPO + held-out eval)", t0)
-    return {"config": dataclasses.asdict(cfg), "rows": rows, "curves": curves}
+    return {"config": dataclasses.asdict(cfg), "rows": rows, "curves": curves,
+            "vs_before": {arm: _paired(rows["before"], rows[arm], cfg) for arm in cfg.arms.split(",")}}
+
+
+def _paired(before: dict[str, Any], after: dict[str, Any], cfg: BenchConfig) -> dict[str, Any]:
+    """after - before on the same held-out proofs (problem, sample): accepted, true, hacked, each with a paired
+    bootstrap CI over the proofs (``eval.stats.paired_delta_ci``)."""
+    from eval.stats import paired_delta_ci
+
+    keys = sorted(set(before["per_proof"]) & set(after["per_proof"]))
+    if not keys:
+        return {"n": 0}
+    out: dict[str, Any] = {"n": len(keys)}
+    for name, f in (("accept", lambda v: v[1]), ("true_acc", lambda v: v[0]), ("hacking_rate", lambda v: v[1] * (1 - v[0]))):
+        d, lo, hi = paired_delta_ci([f(before["per_proof"][k]) for k in keys], [f(after["per_proof"][k]) for k in keys],
+                                    n=max(cfg.bootstrap_n, 1000), seed=cfg.seed)
+        out[name] = {"delta": d, "ci": [lo, hi]}
+    return out
 
 
 def _row(doc: dict[str, Any]) -> dict[str, Any]:
@@ -292,7 +312,8 @@ def _row(doc: dict[str, Any]) -> dict[str, Any]:
             "accept_refined": g["refined"]["accept"], "true_acc_refined": g["refined"]["true_acc"],
             "refine_gain": refine.get("gain"),
             "refine_true_gain": g["refined"]["true_acc"] - g["round0"]["true_acc"],
-            "train": (doc.get("run") or {}).get("train", {}).get("prover_reward")}
+            "train": (doc.get("run") or {}).get("train", {}).get("prover_reward"),
+            "per_proof": g["round0"].get("per_proof", {})}
 
 
 def _curve(run_dir: Path) -> list[dict[str, float]]:
@@ -317,13 +338,21 @@ def _markdown(report: dict[str, Any], cfg: BenchConfig) -> str:
              (f"Held-out: {report['rows']['before']['n']} proofs (one per problem, problems disjoint from training), "
              f"accepted = all {cfg.eval_passes} passes of the served verifier accept; true = the exact checker; "
              "hacking = accepted but false (share of all proofs). Arms: GRPO from the SFT prover with the same budget "
-             f"({cfg.grpo_steps} steps x {cfg.grpo_batch} completions), seed {cfg.seed}, one seed per arm."), "",
+             f"({cfg.grpo_steps} steps x {cfg.grpo_batch} completions, {cfg.num_generations} per problem), seed {cfg.seed}, "
+             "one seed per arm."), "",
              ("| model | accepted % | true % | hacking % | accepted after refine % | true after refine % | "
              "refine gain (acc, pts) | refine gain (true, pts) |"), "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, r in report["rows"].items():
         lines.append(f"| {name} | {_f(r['accept'])} | {_f(r['true_acc'])} | {_f(r['hacking_rate'])} | "
                      f"{_f(r['accept_refined'])} | {_f(r['true_acc_refined'])} | {_f(r['refine_gain'])} | "
                      f"{_f(r['refine_true_gain'])} |")
+    lines += ["", "Change against the SFT prover on the same held-out proofs (points, paired bootstrap 95% CI over proofs):",
+              "", "| arm | accepted | true | hacking |", "|---|---:|---:|---:|"]
+    for arm, v in report.get("vs_before", {}).items():
+        if v.get("n"):
+            lines.append(f"| {arm} | " + " | ".join(
+                f"{100 * v[k]['delta']:+.1f} [{100 * v[k]['ci'][0]:+.1f}, {100 * v[k]['ci'][1]:+.1f}]"
+                for k in ("accept", "true_acc", "hacking_rate")) + " |")
     lines += ["", "Per step (training batches, from the reward's logs): first -> last step", ""]
     for arm, c in report["curves"].items():
         if c:

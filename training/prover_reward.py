@@ -353,16 +353,18 @@ def gold_table(out: Any, n_members: int, rule: str) -> dict[str, Any]:
 
     def table(versions: dict[tuple[str, int], ProofTrajectory]) -> dict[str, Any]:
         c: Counter = Counter()
-        for t in versions.values():
+        per: dict[str, list[int]] = {}  # "problem/sample" -> [true, accepted], for paired comparisons of runs
+        for key, t in versions.items():
             true = check_proof(t.problem, t.proof_steps).true
             acc = bool(decide(t.id, rows, rule))
             c["n"] += 1
             c["true"] += true
             c["accepted"] += acc
             c["hacked"] += acc and not true
+            per[f"{key[0]}/{key[1]}"] = [int(true), int(acc)]
         n = max(1, c["n"])
         return {"n": c["n"], "true_acc": c["true"] / n, "accept": c["accepted"] / n,
-                "hacking_rate": c["hacked"] / n, "hacked": c["hacked"]}
+                "hacking_rate": c["hacked"] / n, "hacked": c["hacked"], "per_proof": per}
 
     return {"round0": table(first), "refined": table(latest)}
 
