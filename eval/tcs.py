@@ -4,7 +4,8 @@
 
 * Vote verifier: 4 calls of ``tcs_verify.j2`` (sees the ground-truth proof); a proof is
   correct if at least 3 of 4 votes accept - ``AggregationPolicy("k_of_n", n=4, k=3)``,
-  i.e. the ``verifier_policy`` config. It labels proofs that have no human label.
+  i.e. ``verifier.aggregation()`` (the judge config's ``n``, ``policy``, ``k``, ``unparseable``; the old
+  ``verifier_policy.*`` keys are :data:`RENAMED`). It labels proofs that have no human label.
 * Two generators A and B (``generator_a`` / ``generator_b``: a model or LoRA adapter each)
   write proofs (``tcs_prove.j2``) unless the record already has ``proof_a`` / ``proof_b``.
 * Self-rejection routing: A's own verifier (``self_verifier``, model A, ``tcs_critique.j2``,
@@ -24,9 +25,9 @@ import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from eval.judges.core import Judge, PolicyConfig
+from eval.judges.core import Judge
 from eval.stats import auc_mann_whitney
 from verifier.aggregate import aggregate
 from verifier.config import hydra_main
@@ -37,9 +38,18 @@ from verifier.records import RecordError
 from verifier.results import figure, md_table, pct, save_figure, write_markdown, write_metrics
 
 
+# the vote verifier's and A's own verifier's aggregation live in their judge configs (n, policy, k, unparseable)
+RENAMED: dict[str, str] = {
+    **{f"{old}.{f}": f"{new}.{f}" for old, new in (("verifier_policy", "verifier"), ("self_policy", "self_verifier"))
+       for f in ("n", "k", "unparseable")},
+    "verifier_policy.kind": "verifier.policy", "self_policy.kind": "self_verifier.policy"}
+
+
 @dataclass
 class TCSConfig:
     """Hydra schema of ``configs/tcs.yaml``."""
+
+    RENAMED: ClassVar[dict[str, str]] = RENAMED  # old keys keep working (verifier.config.renamed)
 
     input: str = "tests/data/tcs_illustrative.jsonl"
     out: str = "runs/tcs"
@@ -51,12 +61,11 @@ class TCSConfig:
                                                                          n=1, max_tokens=8192))
     name_a: str = "A"
     name_b: str = "B"
-    verifier: JudgeConfig = field(default_factory=lambda: JudgeConfig(template="tcs_verify", parser="critique", n=4))
-    verifier_policy: PolicyConfig = field(default_factory=lambda: PolicyConfig("k_of_n", n=4, k=3))
+    verifier: JudgeConfig = field(default_factory=lambda: JudgeConfig(template="tcs_verify", parser="critique", n=4,
+                                                                      policy="k_of_n", k=3))
     use_human_labels: bool = True  # gold = label_a/label_b when present, else the vote verifier
     self_verifier: JudgeConfig = field(default_factory=lambda: JudgeConfig(template="tcs_critique", parser="critique",
-                                                                           n=1))
-    self_policy: PolicyConfig = field(default_factory=lambda: PolicyConfig("pessimistic", n=1))
+                                                                           n=1))  # pessimistic
     critic: JudgeConfig = field(default_factory=lambda: JudgeConfig(template="tcs_critique", parser="critique", n=8))
     threshold: int = 4  # submit B when at most t of m critiques accept A's proof
     reverse_critique: bool = True  # also A critiquing B (AUC in the other direction)
@@ -173,7 +182,7 @@ def run(cfg: TCSConfig) -> dict[str, Any]:
                 r[f"proof_{side}_status"] = cs[0].completion_status
     model_a, model_b = cfg.generator_a.model, cfg.generator_b.model
     verifier = Judge(cfg.endpoint, cfg.verifier)
-    vpol = cfg.verifier_policy.policy()
+    vpol = cfg.verifier.aggregation()
     votes = {s: verifier.run([(f"{r['id']}:{s}", _fields(r, r[f"proof_{s}"])) for r in recs], progress=p)
              for s in ("a", "b")}
     # A's own verifier on A's proof (model A); B's critiques of A (model B) and, reversed, A's of B
@@ -202,7 +211,7 @@ def run(cfg: TCSConfig) -> dict[str, Any]:
                 verifier_vs_human.append(agg.accepts == label)
             row[f"gold_{s}"] = bool(label) if label is not None else agg.accepts
             row[f"gold_{s}_source"] = "human" if label is not None else "vote_verifier"
-        sagg = aggregate([c.parsed for c in self_calls[i]], cfg.self_policy.policy())
+        sagg = aggregate([c.parsed for c in self_calls[i]], cfg.self_verifier.aggregation())
         row["self_a"] = sagg.accepts
         row["crit_a"] = sum(c.parsed.accepts for c in crit_a[i])
         row["crit_a_unparseable"] = sum(not c.parsed.ok for c in crit_a[i])
@@ -225,7 +234,7 @@ def run(cfg: TCSConfig) -> dict[str, Any]:
               if rows and crit_b is not None else None)
     result = {
         "n_records": len(recs), "n_skipped": len(errors), "n_generated": n_generated,
-        "verifier_policy": vars(cfg.verifier_policy), "threshold": cfg.threshold, "m": m,
+        "verifier_policy": dataclasses.asdict(cfg.verifier.aggregation()), "threshold": cfg.threshold, "m": m,
         "routing": table,
         "auc": {f"{cfg.name_b}_on_{cfg.name_a}": auc_ba, f"{cfg.name_a}_on_{cfg.name_b}": auc_ab},
         "gold_from_human": human,
@@ -263,7 +272,7 @@ def write_report(out: Path, res: dict[str, Any], cfg: TCSConfig) -> None:
     lines = [
         "# TCS-Bench judging and routing report", "",
         f"input: `{cfg.input}` ({res['n_records']} tasks, {res['n_skipped']} skipped). Verifier: "
-        f"{cfg.verifier_policy.kind} k={cfg.verifier_policy.k} of n={cfg.verifier_policy.n}. Gold from human labels: "
+        f"{cfg.verifier.policy} k={cfg.verifier.k} of n={cfg.verifier.n}. Gold from human labels: "
         f"{res['gold_from_human']}, otherwise from the vote verifier.", "",
         *md_table(["System", "Accuracy %", "Solved"], ([name, pct(s["accuracy"]), f"{s['solved']}/{s['n']}"]
                                                          for name, s in systems), align="lrr"),

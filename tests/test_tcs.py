@@ -1,4 +1,4 @@
-"""TCS-Bench: 3-of-4 vote verifier as a policy config, routing logic, end to end with two generators on vLLM."""
+"""TCS-Bench: 3-of-4 vote verifier as its judge config's policy, routing logic, end to end with two generators on vLLM."""
 
 import json
 
@@ -16,16 +16,25 @@ from verifier.records import RecordError
 DATA = "tests/data/tcs_illustrative.jsonl"  # hand-written, illustrative: NOT TCS-Bench
 
 
-def test_vote_verifier_is_a_policy_config():
+def test_vote_verifier_is_its_judge_configs_policy():
     cfg = compose("tcs", TCSConfig)
-    assert cfg.verifier_policy.policy() == AggregationPolicy("k_of_n", n=4, k=3)
+    assert cfg.verifier.aggregation() == AggregationPolicy("k_of_n", n=4, k=3)
     assert cfg.verifier.n == 4 and cfg.verifier.template == "tcs_verify" and cfg.verifier.parser == "critique"
     yes, no, bad = (parse_critique(f"<final_answer>verdict: {v}</final_answer>") for v in ("correct", "incorrect", "??"))
-    pol = cfg.verifier_policy.policy()
+    pol = cfg.verifier.aggregation()
     assert aggregate([yes, yes, yes, no], pol).accepts
     assert not aggregate([yes, yes, no, no], pol).accepts
     assert not aggregate([yes, yes, bad, yes][:3] + [no], pol).accepts  # unparseable counts as a rejection
     assert aggregate([yes, yes, yes, bad], pol).n_unparseable == 1
+
+
+
+def test_old_policy_keys_still_work(capsys):
+    cfg = compose("tcs", TCSConfig, ["verifier_policy.kind=majority", "verifier_policy.n=5", "self_policy.k=1",
+                                     "self_policy.kind=k_of_n", "verifier_policy.unparseable=ignore"])
+    assert cfg.verifier.aggregation() == AggregationPolicy("majority", n=5, k=3, unparseable="ignore")
+    assert cfg.self_verifier.aggregation() == AggregationPolicy("k_of_n", n=1, k=1)
+    assert "note: verifier_policy.kind is now verifier.policy" in capsys.readouterr().err
 
 
 def test_routing_against_direct_enumeration():

@@ -30,7 +30,8 @@ from verifier.templates import render
 
 @dataclass
 class PolicyConfig:
-    """Hydra mirror of ``verifier.aggregate.AggregationPolicy`` (TCS-Bench: k_of_n, n=4, k=3)."""
+    """Hydra mirror of ``verifier.aggregate.AggregationPolicy`` (IneqMath's ``step_policy``; a judge's own is
+    ``JudgeConfig.aggregation()``, e.g. TCS-Bench's k_of_n, n=4, k=3)."""
 
     kind: str = "pessimistic"
     n: int = 1
