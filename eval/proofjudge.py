@@ -31,7 +31,7 @@ from eval.stats import BootstrapSpec, flip_rate, pass_noise, sign_test, two_leve
 from verifier.config import hydra_main
 from verifier.engine import EndpointConfig
 from verifier.errors import InputError
-from verifier.io import read_jsonl, write_jsonl
+from verifier.io import load_rows, read_jsonl, write_jsonl
 from verifier.judging import JudgeConfig
 from verifier.parser import _clean_key
 from verifier.records import RecordError
@@ -146,24 +146,8 @@ def alignment_stats(accepted: Sequence[Sequence[float | None]], rejected: Sequen
 
 
 def load_records(path: str | Path, on_error: str = "raise") -> tuple[list[dict[str, Any]], list[RecordError]]:
-    out, errors, seen = [], [], set()
-    for i, d in enumerate(read_jsonl(path), start=1):
-        rid = d.get("id")
-        try:
-            if not isinstance(rid, str) or not rid:
-                raise RecordError(rid, "id", "missing or not a string", i)
-            if rid in seen:
-                raise RecordError(rid, "id", "duplicate id", i)
-            for f in ("statement", "accepted", "rejected"):
-                if not isinstance(d.get(f), str) or not d[f].strip():
-                    raise RecordError(rid, f, "missing or empty", i)
-            seen.add(rid)
-            out.append(d)
-        except RecordError as e:
-            if on_error != "skip":
-                raise
-            errors.append(e)
-    return out, errors
+    """ProofJudge pairs (``verifier.io.load_rows``): ``id``, ``statement``, ``accepted``, ``rejected``."""
+    return load_rows(path, ("statement", "accepted", "rejected"), on_error)
 
 
 def run(cfg: ProofJudgeConfig) -> dict[str, Any]:

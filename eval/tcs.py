@@ -32,11 +32,10 @@ from eval.stats import auc_mann_whitney
 from verifier.aggregate import aggregate
 from verifier.config import hydra_main
 from verifier.engine import EndpointConfig
-from verifier.io import read_jsonl, write_jsonl
+from verifier.io import load_rows, write_jsonl
 from verifier.judging import JudgeConfig
 from verifier.records import RecordError
 from verifier.results import figure, md_table, pct, save_figure, write_markdown, write_metrics
-
 
 # the vote verifier's and A's own verifier's aggregation live in their judge configs (n, policy, k, unparseable)
 RENAMED: dict[str, str] = {
@@ -75,32 +74,18 @@ class TCSConfig:
 REQUIRED = ("context", "statement", "reference_proof")
 
 
+def _check(d: dict[str, Any], rid: str, i: int) -> None:
+    for f in ("label_a", "label_b"):
+        if d.get(f) is not None and not isinstance(d[f], bool):
+            raise RecordError(rid, f, f"{d[f]!r} is not a boolean", i)
+    for f in ("proof_a", "proof_b"):
+        if d.get(f) is not None and not isinstance(d[f], str):
+            raise RecordError(rid, f, "not a string", i)
+
+
 def load_records(path: str | Path, on_error: str = "raise") -> tuple[list[dict[str, Any]], list[RecordError]]:
-    """TCS-Bench-shaped JSONL; errors name the record id and field."""
-    out, errors, seen = [], [], set()
-    for i, d in enumerate(read_jsonl(path), start=1):
-        rid = d.get("id")
-        try:
-            if not isinstance(rid, str) or not rid:
-                raise RecordError(rid, "id", "missing or not a string", i)
-            if rid in seen:
-                raise RecordError(rid, "id", "duplicate id", i)
-            for f in REQUIRED:
-                if not isinstance(d.get(f), str) or not d[f].strip():
-                    raise RecordError(rid, f, "missing or empty", i)
-            for f in ("label_a", "label_b"):
-                if d.get(f) is not None and not isinstance(d[f], bool):
-                    raise RecordError(rid, f, f"{d[f]!r} is not a boolean", i)
-            for f in ("proof_a", "proof_b"):
-                if d.get(f) is not None and not isinstance(d[f], str):
-                    raise RecordError(rid, f, "not a string", i)
-            seen.add(rid)
-            out.append(d)
-        except RecordError as e:
-            if on_error != "skip":
-                raise
-            errors.append(e)
-    return out, errors
+    """TCS-Bench-shaped JSONL (``verifier.io.load_rows``); errors name the record id and field."""
+    return load_rows(path, REQUIRED, on_error, _check)
 
 
 def route(self_accepts: bool, critique_accepts: int, threshold: int | None) -> str:

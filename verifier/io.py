@@ -147,6 +147,44 @@ def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
     return rows
 
 
+
+def load_rows(path: str | os.PathLike, required: Iterable[str], on_error: str = "raise",
+              check: Callable[[dict[str, Any], str, int], None] | None = None
+              ) -> tuple[list[dict[str, Any]], list[RecordError]]:
+    """Plain JSONL rows with a unique string ``id`` and non-empty string ``required`` fields (TCS-Bench, ProofJudge).
+
+    ``check(row, id, line)`` raises a RecordError for anything else. ``on_error="raise"`` raises the
+    first RecordError (naming the id, field and line); ``"skip"`` keeps the good rows and returns the errors.
+
+    >>> import tempfile, json
+    >>> p = Path(tempfile.mkdtemp()) / "r.jsonl"
+    >>> _ = p.write_text("\\n".join(json.dumps(d) for d in [{"id": "a", "s": "x"}, {"id": "a", "s": "y"}, {"id": "b"}]))
+    >>> rows, errors = load_rows(p, ["s"], on_error="skip"); [r["id"] for r in rows], [e.field for e in errors]
+    (['a'], ['id', 's'])
+    """
+    required = tuple(required)
+    out, errors, seen = [], [], set()
+    for i, d in enumerate(read_jsonl(path), start=1):
+        rid = d.get("id")
+        try:
+            if not isinstance(rid, str) or not rid:
+                raise RecordError(rid, "id", "missing or not a string", i)
+            if rid in seen:
+                raise RecordError(rid, "id", "duplicate id", i)
+            for f in required:
+                if not isinstance(d.get(f), str) or not d[f].strip():
+                    raise RecordError(rid, f, "missing or empty", i)
+            if check is not None:
+                check(d, rid, i)
+            seen.add(rid)
+            out.append(d)
+        except RecordError as e:
+            if on_error != "skip":
+                raise
+            errors.append(e)
+    return out, errors
+
+
 class JsonlAppender:
     """Append-and-flush writer for resumable jobs: each row is on disk once written.
 
