@@ -62,33 +62,34 @@ class BenchConfig:
     n_prover_sft: int = 2000  # problems for the prover's SFT on gold proofs
     n_grpo: int = 256  # GRPO problems (fresh)
     n_eval: int = 60  # held-out problems asked for (disjoint from every training set; 45 remain with these knobs)
-    # prover SFT: enough steps for a true accuracy above 0 and well below 100% (docs/prover.md, diagnosis:
-    # 100-400 steps leave it at 0 on held-out, greedy; 800 steps give 7%, and 11% at temperature 0.5)
+    # prover SFT: enough steps for a true accuracy above 0 and well below 100% (make diagnose-prover, on the GRPO
+    # problems, greedy: 0% through 500 steps, 1.6% at 600, 9.4% at 800; docs/prover.md)
     prover_sft_steps: int = 800
     prover_sft_lr: float = 3e-3
     sft_batch: int = 16
     # verifier (step 2)
     verifier: str = ""  # a trained verifier folder (e.g. runs/demo/grpo/final); empty: SFT one here
     n_verifier_sft: int = 3600
-    # per-pass acceptance of gold proofs at judge_temperature: 88% after 200 steps, 97% after 300 (docs/prover.md)
+    # parsed passes at judge_temperature 0.5: 74% after 100 steps, 98% after 200, 100% after 300 (docs/prover.md)
     verifier_sft_steps: int = 300
     verifier_sft_lr: float = 3e-3
     verifier_template: str = "verify_compact"
     verifier_max_tokens: int = 112
-    # the demo's evaluation temperature: at 1.0 15-45% of the tiny verifier's passes do not parse (docs/prover.md)
+    # the demo's evaluation temperature: at 1.0, 8-14% of the SFT verifier's passes do not parse and it accepts
+    # 62% of gold proofs per pass (86% at 0.5); make diagnose-prover, docs/prover.md
     judge_temperature: float = 0.5
-    # GRPO arms (the same budget for each). From the diagnosis (docs/prover.md): the SFT prover's proofs are true
-    # 11% of the time at temperature 0.5, so a group of 4 has a mixed gold reward (a gradient) in 19/64 problems
-    # and 8 steps x 4 prompts gave ~1 such group per step: nothing moved. 8 samples per problem make a mixed group
-    # ~60% likely (1 - 0.89^8 - 0.11^8); 48 steps x 4 prompts x 8 fit the time (a verifier-reward step ~8 s here).
+    # GRPO arms (the same budget for each). From the diagnosis (docs/prover.md): with 4 samples per problem a group
+    # had a mixed gold reward in 19/64 problems, and 8 steps x 4 prompts gave ~1 such group per step: nothing moved
+    # (the first run). 8 samples per problem give 21/64 mixed groups at T = 0.5; 48 steps x 4 prompts x 8 fit the
+    # time (a verifier-reward step ~8 s here).
     arms: str = "pass1,mean8,pess8,gold"
     grpo_steps: int = 48
     grpo_batch: int = 32
     num_generations: int = 8
     grpo_lr: float = 1e-4
     max_completion_length: int = 64
-    # the prover's sampling temperature in GRPO: groups of 4 with a mixed gold reward, on GRPO problems:
-    # 13/64 at 1.0, 16/64 at 0.7, 19/64 at 0.5 (docs/prover.md)
+    # the prover's sampling temperature in GRPO: groups of 8 with a mixed gold reward (a gradient), GRPO problems:
+    # 10/64 at 1.0, 16/64 at 0.7, 21/64 at 0.5 (make diagnose-prover, docs/prover.md)
     temperature: float = 0.5
     # held-out evaluation
     eval_passes: int = 8
