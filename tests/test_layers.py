@@ -18,11 +18,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 FLOORS = {"verifier": 1, "data_pipeline": 2, "eval": 3, "training": 4, "launch": 5, "bench": 5}
 
+# Entry scripts on the top floor although they live in a lower package: the documented command is
+# `accelerate launch training/grpo.py`, and the recipe hands a submitit sweep job to launch/jobs.py. No module
+# below the top floor may import them (checked like any other floor).
+ENTRY_SCRIPTS = {"training.grpo": 5}
 # Known violations, (importer, imported) — each with why it is still here; keep this list short.
-ALLOWED_UPWARD = {
-    # the recipe training/grpo.py (an entry script) hands a submitit sweep job to launch/jobs.py (docs/architecture.md)
-    ("training.grpo", "launch.jobs"),
-}
+ALLOWED_UPWARD: set[tuple[str, str]] = set()
 ALLOWED_CYCLES: set[frozenset[str]] = set()
 
 
@@ -70,7 +71,7 @@ GRAPH = {m: {k: v for k, v in imports_of(f).items() if k != m} for m, f in MODUL
 
 
 def _floor(module: str) -> int:
-    return FLOORS[module.split(".")[0]]
+    return ENTRY_SCRIPTS.get(module, FLOORS[module.split(".")[0]])
 
 
 def test_no_package_imports_a_package_above_it():
