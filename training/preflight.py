@@ -122,9 +122,7 @@ def _validate_classes(key: str, kw: dict[str, Any]) -> str:
                  if kw.get(k) is not None}
         if max_len and "max_num_batched_tokens" in sched:
             SchedulerConfig(max_model_len=int(max_len), is_encoder_decoder=False, **sched)
-        elif max_len and sched.get("enable_chunked_prefill") is False:
-            # vLLM then sizes max_num_batched_tokens to max_model_len itself: valid
-            pass
+        # without max_num_batched_tokens (e.g. enable_chunked_prefill=false) vLLM sizes it to max_model_len: valid
         cache = {k: kw[k] for k in ("gpu_memory_utilization", "kv_cache_memory_bytes") if kw.get(k) is not None}
         CacheConfig(**cache)
         ParallelConfig(tensor_parallel_size=int(kw.get("tensor_parallel_size") or 1))
