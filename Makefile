@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 # (OMP_NUM_THREADS=1), so the second core takes the next file. TEST_WORKERS=0 runs them serially.
 TEST_WORKERS ?= 2
 
-.PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-learning-loc bench-reward bench-train bench-prover diagnose-prover clean browser-deps label-studio
+.PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-reward bench-train bench-prover diagnose-prover clean browser-deps label-studio
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -50,14 +50,10 @@ bench-judge: install
 bench-select: install
 	$(PY) bench/bench_select.py
 
+# Issue 23: item 3 (3-step proofs, 3 seeds per arm) and item 4 (6-8 step proofs, half the invalid SFT targets naming
+# a step 2-3 off, 5 seeds per arm in two workers; its warm start continues item 3's) run concurrently; resumable.
 bench-learning: install
-	$(PY) bench/bench_learning.py
-
-# Section 5.4's reward claim where the two rewards differ (issue 23 item 4): 6-8 step proofs, half the invalid SFT
-# targets name a step 2-3 off, 5 GRPO seeds per arm in two worker processes (one core each); resumable.
-bench-learning-loc: install
-	$(PY) bench/bench_learning.py out=runs/bench_learning_loc min_steps=6 max_steps=8 sft_step_noise=0.5 \
-	  max_completion_length=256 seeds=0,1,2,3,4 workers=2
+	$(PY) bench/bench_learning.py suite=true
 
 bench-reward: install
 	$(PY) bench/bench_reward.py

@@ -14,8 +14,11 @@ each saved checkpoint, graded by ``RuleMetaVerifier``, scored by ``eval.metrics`
 * held-out mean reward (meta grade per pass, unparseable = 0) of base and meta_ver_rl with a paired
   bootstrap CI of the difference over held-out records.
 
-Writes ``runs/bench_learning/{report.json,report.md,learning.png}``. Options as ``key=value``
-(see ``BenchConfig``). Last line, exactly:
+Writes ``OUT/{report.json,report.md,learning.png,diagnostics.png}``. Options as ``key=value`` (see
+``BenchConfig``). ``make bench-learning`` is ``suite=true``: this setting (issue 23 item 3, OUT/polarity) and item 4's
+setting where the two rewards differ (6-8 step proofs, ``LOCALISATION``, OUT/localisation) run side by side, and
+the last line takes the reward figures from the first and the meta - rough comparison from the second.
+Last line, exactly:
 ``reward_before=<r> reward_after=<r> delta_ci_low=<r> meta_vs_rough_meta_f1=<d> meta_vs_rough_ci_low=<l>
 loc_acc_meta_vs_rough=<d>`` (one line).
 """
@@ -66,6 +69,8 @@ class BenchConfig:
     sft_lr: float = 3e-3
     style: str = "check"
     sft_step_noise: float = 0.0  # fraction of invalid SFT targets naming a step 2-3 away (synthetic.with_noisy_steps)
+    sft_from: str = ""  # a model folder the SFT starts from instead of a fresh tiny model (a curriculum: the suite's
+    # localisation warm start continues the 3-step warm start on 6-8 step chains)
     init_from: str = ""  # an existing SFT warm start (e.g. runs/demo/sft/final) instead of building and training one
     exclude_problems_of: str = ""  # trajectory JSONL (e.g. that warm start's training data): its problems leave the held-out set
     # GRPO (the same budget for both arms)
@@ -93,6 +98,12 @@ class BenchConfig:
     resume: bool = True
     report: bool = True  # false: train and evaluate only (a worker of a shared `out`)
     workers: int = 1  # >1: after the warm start and its evaluation, the seeds run in this many processes (1 core each)
+    # meta - rough CIs: seed k of both arms shares its sampling seed and prompt order, so the headline CI resamples
+    # seed *pairs* (paired design); the CI that resamples each arm's seeds independently is reported beside it
+    paired_seeds: bool = True
+    # suite: item 3's setting (these options, OUT/polarity) and item 4's (LOCALISATION, OUT/localisation) in one
+    # invocation, run concurrently, with one combined report and last line (`make bench-learning`)
+    suite: bool = False
 
 
 def _overrides(argv: list[str], cfg: BenchConfig) -> BenchConfig:
@@ -156,9 +167,10 @@ def localisation_rows(gold, predictions_jsonl: Path):
     return np.array(rows, dtype=float)
 
 
-def ratio_delta_ci(gold, a_seeds, b_seeds, n: int, seed: int, num: int = 1, den: int = 0, level: float = 0.95):
+def ratio_delta_ci(gold, a_seeds, b_seeds, n: int, seed: int, num: int = 1, den: int = 0, level: float = 0.95,
+                   paired: bool = False):
     """sum(num)/sum(den) of arm A minus arm B over (seed, record) rows, with a bootstrap CI that resamples
-    problems (the same for both arms) and, per arm, the training seeds (as ``meta_f1_delta_ci``)."""
+    problems (the same for both arms) and the training seeds (as ``metric_deltas_ci``)."""
     import numpy as np
 
     from eval.stats import percentile_ci, safe_ratio
@@ -179,8 +191,7 @@ def ratio_delta_ci(gold, a_seeds, b_seeds, n: int, seed: int, num: int = 1, den:
     point = float(ratio(A.sum((0, 1))) - ratio(B.sum((0, 1))))
     rng = np.random.default_rng(seed)
     P = rng.integers(0, len(pids), size=(n, len(pids)))
-    sa = rng.integers(0, len(A), size=(n, len(A)))
-    sb = rng.integers(0, len(B), size=(n, len(B)))
+    sa, sb = _seed_draws(rng, n, len(A), len(B), paired)
     lo, hi = percentile_ci(ratio(A[sa[:, :, None], P[:, None, :]].sum((1, 2)))
                            - ratio(B[sb[:, :, None], P[:, None, :]].sum((1, 2))), level)
     return point, lo, hi
@@ -197,10 +208,23 @@ def pooled_metrics(gold, per_seed, spec) -> dict[str, Any]:
     return metric_table(rows, clusters, list(METRICS), spec)
 
 
-def metric_deltas_ci(gold, a_seeds, b_seeds, n: int, seed: int, level: float = 0.95) -> dict[str, tuple]:
+def _seed_draws(rng, n: int, n_a: int, n_b: int, paired: bool):
+    """Bootstrap draws of training seeds for arms A and B: independent per arm, or (``paired``) one draw of seed
+    indices for both, so that seed k of A stays with seed k of B (the arms share seed k's sampling and prompts)."""
+    sa = rng.integers(0, n_a, size=(n, n_a))
+    if not paired:
+        return sa, rng.integers(0, n_b, size=(n, n_b))
+    if n_a != n_b:
+        raise SystemExit(f"paired seeds need the same seeds in both arms ({n_a} vs {n_b} runs)")
+    return sa, sa
+
+
+def metric_deltas_ci(gold, a_seeds, b_seeds, n: int, seed: int, level: float = 0.95,
+                     paired: bool = False) -> dict[str, tuple]:
     """Arm A minus arm B in each of Rough / Meta TPR, TNR, Balanced F1 (section 5.4's metrics), with bootstrap
-    CIs that resample problems (paired: the same problems for both arms) and, independently per arm, the
-    training seeds. Returns ``{metric: (point, lo, hi)}``."""
+    CIs that resample problems (the same problems for both arms) and the training seeds: independently per arm,
+    or with ``paired`` the same seed indices for both (seed k of A with seed k of B: a matched design).
+    Returns ``{metric: (point, lo, hi)}``."""
     import numpy as np
 
     from eval.metrics import COLUMNS
@@ -228,16 +252,15 @@ def metric_deltas_ci(gold, a_seeds, b_seeds, n: int, seed: int, level: float = 0
     point_a, point_b = values(A.sum((0, 1))), values(B.sum((0, 1)))
     rng = np.random.default_rng(seed)
     P = rng.integers(0, len(pids), size=(n, len(pids)))
-    sa = rng.integers(0, len(A), size=(n, len(A)))
-    sb = rng.integers(0, len(B), size=(n, len(B)))
+    sa, sb = _seed_draws(rng, n, len(A), len(B), paired)
     boot_a = values(A[sa[:, :, None], P[:, None, :]].sum((1, 2)))
     boot_b = values(B[sb[:, :, None], P[:, None, :]].sum((1, 2)))
     return {k: (float(point_a[k] - point_b[k]), *percentile_ci(boot_a[k] - boot_b[k], level)) for k in point_a}
 
 
-def meta_f1_delta_ci(gold, a_seeds, b_seeds, n: int, seed: int, level: float = 0.95):
+def meta_f1_delta_ci(gold, a_seeds, b_seeds, n: int, seed: int, level: float = 0.95, paired: bool = False):
     """Meta Balanced F1 of arm A minus arm B with its CI over problems and seeds (``metric_deltas_ci``)."""
-    return metric_deltas_ci(gold, a_seeds, b_seeds, n, seed, level)["meta.balanced_f1"]
+    return metric_deltas_ci(gold, a_seeds, b_seeds, n, seed, level, paired)["meta.balanced_f1"]
 
 
 def _settings(obj: Any) -> Any:
@@ -316,12 +339,94 @@ def run_data_config(out: Path):
                       n_train=None, n_eval=None, prompt_template="verify_compact")
 
 
+# Item 4's setting (issue 23): 6-8 step proofs, half the invalid SFT targets naming a step 2-3 off, 5 seeds per arm;
+# in the suite its warm start continues the 3-step warm start (sft_from) on the long chains. Any of these can be
+# given on the command line as ``localisation.KEY=VALUE``.
+LOCALISATION: dict[str, str] = {"min_steps": "6", "max_steps": "8", "sft_step_noise": "0.5",
+                                "max_completion_length": "256", "seeds": "0,1,2,3,4", "workers": "2"}
+
+
+def run_suite(argv: list[str], cfg: BenchConfig) -> None:
+    """``suite=true`` (`make bench-learning`): item 3's setting (the options given, in OUT/polarity) and item 4's
+    (``LOCALISATION`` plus ``localisation.KEY=VALUE`` options, in OUT/localisation) as two processes of this
+    script. The localisation process starts once the polarity warm start is trained and continues it on 6-8 step
+    chains (``sft_from``; its problems leave the localisation held-out set too); both then run concurrently. Writes
+    OUT/report.md (both reports) and prints, last, the polarity meta arm's reward figures and the localisation
+    comparison in one line. Each part resumes as the single-setting bench does."""
+    import subprocess
+
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    own = [a for a in argv if a.partition("=")[0] not in ("suite", "out") and not a.startswith("localisation.")]
+    loc_opts = {**LOCALISATION, **{a.partition("=")[0].removeprefix("localisation."): a.partition("=")[2]
+                                   for a in argv if a.startswith("localisation.")}}
+    pol_out, loc_out = out / "polarity", out / "localisation"
+    pol_cmd = [*own, f"out={pol_out}"]
+    shared = [a for a in own if a.partition("=")[0] in ("seed", "bootstrap_n", "resume", "eval_passes",
+                                                        "hidden_size", "num_layers", "intermediate_size")]
+    loc_cmd = [*shared, *(f"{k}={v}" for k, v in loc_opts.items()), f"out={loc_out}",
+               f"sft_from={pol_out / 'sft' / 'final'}", f"exclude_problems_of={pol_out / 'sft_train.jsonl'}"]
+    for cmd in (pol_cmd, loc_cmd):
+        _overrides([a for a in cmd if not a.startswith("sft_from=") and not a.startswith("exclude_")], BenchConfig())
+    t0 = time.monotonic()
+    logs = {"polarity": open(out / "polarity.log", "w"), "localisation": open(out / "localisation.log", "w")}  # noqa: SIM115
+    script = str(Path(__file__).resolve())
+    procs = {"polarity": subprocess.Popen([sys.executable, script, *pol_cmd], stdout=logs["polarity"],
+                                          stderr=subprocess.STDOUT)}
+    print(f"[bench-learning] suite: polarity (item 3) in {pol_out} (log {out / 'polarity.log'})", flush=True)
+    marker = pol_out / "sft" / "bench_done.json"
+    while not marker.is_file():  # the localisation warm start continues the polarity warm start
+        if procs["polarity"].poll() is not None:
+            raise SystemExit(f"bench-learning: the polarity part exited ({procs['polarity'].returncode}) before its "
+                             f"warm start was trained; see {out / 'polarity.log'}")
+        time.sleep(5)
+    procs["localisation"] = subprocess.Popen([sys.executable, script, *loc_cmd], stdout=logs["localisation"],
+                                             stderr=subprocess.STDOUT)
+    print(f"[bench-learning] suite: polarity warm start trained ({time.monotonic() - t0:.0f}s); localisation "
+          f"(item 4) in {loc_out} (log {out / 'localisation.log'})", flush=True)
+    failed = []
+    for name, proc in procs.items():
+        if proc.wait() != 0:
+            failed.append(f"{name} (exit {proc.returncode}, log {out / (name + '.log')})")
+        logs[name].close()
+        print(f"[bench-learning] suite: {name} done ({time.monotonic() - t0:.0f}s)", flush=True)
+    if failed:
+        raise SystemExit(f"bench-learning: {'; '.join(failed)} failed (finished stages are kept: the same command "
+                         "resumes them)")
+    pol = json.loads((pol_out / "report.json").read_text())
+    loc = json.loads((loc_out / "report.json").read_text())
+    md = ("# bench-learning\n\n## Item 3: GRPO from a warm start with headroom (3-step proofs)\n\n"
+          + (pol_out / "report.md").read_text()
+          + "\n## Item 4: the reward claim where the rewards differ (6-8 step proofs)\n\n"
+          + (loc_out / "report.md").read_text()
+          + f"\nFigures: {pol_out / 'learning.png'}, {pol_out / 'diagnostics.png'}, {loc_out / 'learning.png'}, "
+          f"{loc_out / 'diagnostics.png'}. Wall time {time.monotonic() - t0:.0f}s.\n")
+    (out / "report.md").write_text(md)
+    print(f"wrote {out / 'report.md'}; total {time.monotonic() - t0:.0f}s")
+    print(last_line(pol, loc))
+
+
+def last_line(pol: dict[str, Any], loc: dict[str, Any]) -> str:
+    """The bench's last line: the meta arm's held-out reward before / after with the paired CI's lower bound (from
+    report ``pol``), and meta - rough in Meta BF1 (its CI's lower bound) and first-error step accuracy (``loc``)."""
+    base, mv = pol["rows"][0], pol["rows"][2]
+    d_meta, d_loc = loc["meta_vs_rough_meta_bf1"], loc["meta_vs_rough_loc_acc"]
+    return (f"reward_before={base['reward'][0]:.4f} reward_after={mv['reward'][0]:.4f} "
+            f"delta_ci_low={mv['delta_vs_sft'][1]:.4f} meta_vs_rough_meta_f1={d_meta[0]:.4f} "
+            f"meta_vs_rough_ci_low={(d_meta[1] if d_meta[1] is not None else float('nan')):.4f} "
+            f"loc_acc_meta_vs_rough={d_loc[0]:.4f}")
+
+
 METRICS = ("rough.tpr", "rough.tnr", "rough.balanced_f1", "meta.tpr", "meta.tnr", "meta.balanced_f1")
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    cfg = _overrides(argv, BenchConfig())
+    cfg = _overrides([a for a in argv if not a.startswith("localisation.")], BenchConfig())
+    if cfg.suite:
+        return run_suite(argv, cfg)
+    if any(a.startswith("localisation.") for a in argv):
+        raise SystemExit("localisation.KEY=VALUE options are for suite=true")
     import torch
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
@@ -351,8 +456,14 @@ def main(argv: list[str] | None = None) -> None:
         print(f"[bench-learning] {name}: {timings[name]:.0f}s (total {time.monotonic() - t_start:.0f}s)", flush=True)
 
     t0 = time.monotonic()
-    model_dir = Path(cfg.init_from) if cfg.init_from else build(TinyModelConfig(out=str(out / "model"), seed=cfg.seed, hidden_size=cfg.hidden_size,
-                                      num_layers=cfg.num_layers, intermediate_size=cfg.intermediate_size))
+    if cfg.init_from and cfg.sft_from:
+        raise SystemExit("init_from (a finished warm start, no SFT) and sft_from (SFT starts from it) exclude each other")
+    start = cfg.init_from or cfg.sft_from
+    if start and not (Path(start) / "config.json").is_file():
+        raise SystemExit(f"{'init_from' if cfg.init_from else 'sft_from'}={start}: not a model folder (no config.json)")
+    model_dir = Path(start) if start else build(TinyModelConfig(out=str(out / "model"), seed=cfg.seed,
+                                                                hidden_size=cfg.hidden_size, num_layers=cfg.num_layers,
+                                                                intermediate_size=cfg.intermediate_size))
     tick("build model", t0)
     task = {"min_steps": cfg.min_steps, "max_steps": cfg.max_steps, "max_operand": cfg.max_operand,
             "recoverable_rate": 0.0, "qe_fraction": 0.0, "fatal_kinds": cfg.fatal_kinds.split(","),
@@ -403,8 +514,6 @@ def main(argv: list[str] | None = None) -> None:
                            max_length=512, logging_steps=25, seed=cfg.seed,
                            gradient_accumulation_steps=1, bf16=False)  # CPU (the dataclass defaults are GPU values)
     if cfg.init_from:
-        if not (model_dir / "config.json").is_file():
-            raise SystemExit(f"init_from={cfg.init_from}: not a model folder (no config.json)")
         sft_model = model_dir
         print(f"[bench-learning] SFT warm start: {sft_model} (init_from; no SFT run)", flush=True)
     else:
@@ -416,6 +525,8 @@ def main(argv: list[str] | None = None) -> None:
                   "2-3 steps off", flush=True)
         sft_marker = out / "sft" / "bench_done.json"
         sft_settings = {"sft": _settings(sft_cfg), "sft_step_noise": cfg.sft_step_noise}
+        if cfg.sft_from:  # the starting model is part of the stage's settings (a changed start redoes the SFT)
+            sft_settings["sft_from_config"] = json.loads((model_dir / "config.json").read_text())
         if done_stage(sft_marker, sft_settings, cfg.resume):
             sft_model = out / "sft" / "final"
             print(f"[bench-learning] SFT warm start: {sft_model} (resumed: finished with these settings)", flush=True)
@@ -494,11 +605,18 @@ def main(argv: list[str] | None = None) -> None:
                      "per_seed_reward_delta": [paired_delta_ci(before, r["per_record_reward"], cfg.bootstrap_n,
                                                                cfg.seed) for r in runs[name]],
                      "parse_failure_rate": sum(r["parse_failure_rate"] for r in runs[name]) / len(runs[name])})
-    deltas = metric_deltas_ci(gold, counts["meta_ver_rl"], counts["rough_rl"], cfg.bootstrap_n, cfg.seed)
+    paired = cfg.paired_seeds
+    deltas = metric_deltas_ci(gold, counts["meta_ver_rl"], counts["rough_rl"], cfg.bootstrap_n, cfg.seed,
+                              paired=paired)
+    unpaired = metric_deltas_ci(gold, counts["meta_ver_rl"], counts["rough_rl"], cfg.bootstrap_n, cfg.seed)
     d_meta = deltas["meta.balanced_f1"]
-    d_loc = ratio_delta_ci(gold, locs["meta_ver_rl"], locs["rough_rl"], cfg.bootstrap_n, cfg.seed)
+    d_loc = ratio_delta_ci(gold, locs["meta_ver_rl"], locs["rough_rl"], cfg.bootstrap_n, cfg.seed, paired=paired)
     report = {"config": dataclasses.asdict(cfg), "timings_s": timings, "rows": rows,
               "meta_vs_rough_meta_bf1": d_meta, "meta_vs_rough_loc_acc": d_loc, "meta_vs_rough": deltas,
+              "meta_vs_rough_seeds": "paired" if paired else "independent",
+              "meta_vs_rough_unpaired": unpaired,
+              "per_seed_pair_meta_bf1_delta": [a - b for a, b in zip(rows[2]["per_seed_meta_bf1"],
+                                                                      rows[1]["per_seed_meta_bf1"])],
               "train_logs": {f"{a}/seed{s}": _reward_curve(out / a / f"seed{s}") for a in arms for s in seeds}}
     from training.diagnostics import plot_train_logs, summarize
 
@@ -506,11 +624,12 @@ def main(argv: list[str] | None = None) -> None:
     report["diagnosis"] = {k: summarize(h) for k, h in hists.items()}
     plot_train_logs(hists, out / "diagnostics.png", title="GRPO per step (bench-learning)")
     (out / "report.json").write_text(json.dumps(report, indent=1))
-    md = _markdown(rows, cfg, d_meta, len(gold), d_loc, deltas)
+    md = _markdown(rows, cfg, d_meta, len(gold), d_loc, deltas, unpaired if paired else None)
     (out / "report.md").write_text(md)
     _plot(report, out / "learning.png")
     print(md)
     r, mv = rows[1], rows[2]
+    report_line = last_line(report, report)
     order = ("reproduces (95% CI above 0)" if d_meta[1] is not None and d_meta[1] > 0 else
              "points the same way but is NOT significant (95% CI includes 0)" if d_meta[0] > 0 else
              "does NOT reproduce")
@@ -518,10 +637,7 @@ def main(argv: list[str] | None = None) -> None:
           f"{_f(mv['meta.balanced_f1'][0])} vs {_f(r['meta.balanced_f1'][0])}, difference "
           f"{_pts(d_meta[0])} points, 95% CI [{_pts(d_meta[1])}, {_pts(d_meta[2])}] over problems and seeds")
     print(f"wrote {out / 'report.md'}, {out / 'learning.png'}, {out / 'diagnostics.png'}; total {time.monotonic() - t_start:.0f}s")
-    print(f"reward_before={rows[0]['reward'][0]:.4f} reward_after={mv['reward'][0]:.4f} "
-          f"delta_ci_low={mv['delta_vs_sft'][1]:.4f} meta_vs_rough_meta_f1={d_meta[0]:.4f} "
-          f"meta_vs_rough_ci_low={(d_meta[1] if d_meta[1] is not None else float('nan')):.4f} "
-          f"loc_acc_meta_vs_rough={d_loc[0]:.4f}")
+    print(report_line)
 
 
 def _pts(v: float | None) -> str:
@@ -533,7 +649,7 @@ def _f(v: float | None) -> str:
 
 
 def _markdown(rows: list[dict[str, Any]], cfg: BenchConfig, d_meta, n_records: int, d_loc=None,
-              deltas: dict[str, tuple] | None = None) -> str:
+              deltas: dict[str, tuple] | None = None, unpaired: dict[str, tuple] | None = None) -> str:
     lines = [(f"Held-out synthetic verification ({n_records} records, {cfg.eval_passes}-pass pessimistic judging at "
              f"T={cfg.eval_temperature}, rule meta-verifier); rough_rl and meta_ver_rl pooled over seeds "
              f"{cfg.seeds} from the same SFT warm start, {cfg.grpo_steps} GRPO steps x {cfg.grpo_batch} completions "
@@ -555,13 +671,18 @@ def _markdown(rows: list[dict[str, Any]], cfg: BenchConfig, d_meta, n_records: i
                      f"{', '.join(_f(v) for v in r['per_seed_meta_bf1'])} | {_f(r['loc_acc'])} | "
                      f"{', '.join(f'{d[0]:+.3f} [{d[1]:+.3f}, {d[2]:+.3f}]' for d in r['per_seed_reward_delta'])} | "
                      f"{100 * r['parse_failure_rate']:.1f}% |")
+    how = "seed pairs resampled together" if unpaired is not None else "seeds resampled per arm"
     lines += ["", (f"meta_ver_rl - rough_rl, Meta Balanced F1: {_pts(d_meta[0])} points, 95% CI "
-              f"[{_pts(d_meta[1])}, {_pts(d_meta[2])}] (bootstrap over problems and seeds)")]
+              f"[{_pts(d_meta[1])}, {_pts(d_meta[2])}] (bootstrap over problems and seeds, {how})")]
+    if unpaired is not None:
+        u = unpaired["meta.balanced_f1"]
+        lines.append(f"(the same with each arm's seeds resampled independently: 95% CI [{_pts(u[1])}, {_pts(u[2])}])")
     if d_loc is not None:
         lines.append(f"meta_ver_rl - rough_rl, first-error step accuracy among rejected invalid proofs: "
                      f"{_pts(d_loc[0])} points, 95% CI [{_pts(d_loc[1])}, {_pts(d_loc[2])}]")
     if deltas:
-        lines += ["", "| meta_ver_rl - rough_rl (points, 95% CI over problems and seeds) | " + " | ".join(deltas) + " |",
+        lines += ["", f"| meta_ver_rl - rough_rl (points, 95% CI over problems and seeds, {how}) | "
+                  + " | ".join(deltas) + " |",
                   "|---" * (len(deltas) + 1) + "|",
                   "| difference | " + " | ".join(f"{_pts(v)} [{_pts(lo)}, {_pts(hi)}]"
                                                  for v, lo, hi in deltas.values()) + " |"]

@@ -146,3 +146,35 @@ def test_a_failing_worker_stops_the_bench_naming_its_seeds(bench, tmp_path):
         bench.run_workers(["no_such_option=1", "seeds=9", "workers=5"], [0, 1, 2], 2, tmp_path)
     log = (tmp_path / "worker0.log").read_text()
     assert "unknown option 'no_such_option'" in log
+
+
+def test_paired_seeds_keep_seed_k_of_both_arms_together(bench, tmp_path):
+    """Seed k of both arms shares its sampling seed and prompts (issue 23 item 4): with ``paired`` the bootstrap
+    draws the same seed indices for both arms. Arms that differ only by which seed is good: independent draws
+    give a CI around 0; paired draws see that every seed pair is identical (CI exactly 0); a constant gain of one
+    arm in every pair stays above 0 whatever the seed-to-seed spread."""
+    gold = _gold()
+    good = bench.record_counts(gold, _preds(tmp_path, gold, "good", True))
+    poor = bench.record_counts(gold, _preds(tmp_path, gold, "poor", False))
+    d, lo, hi = bench.meta_f1_delta_ci(gold, [good, poor, good], [good, poor, good], n=300, seed=0)
+    assert d == 0 and lo < 0 < hi  # unpaired: seed resampling per arm
+    assert bench.meta_f1_delta_ci(gold, [good, poor, good], [good, poor, good], n=300, seed=0,
+                                  paired=True) == pytest.approx((0.0, 0.0, 0.0))
+    ld, llo, _ = bench.ratio_delta_ci(gold, *[[bench.localisation_rows(gold, _preds(tmp_path, gold, n, r))
+                                               for n, r in (("a", True), ("b", False), ("c", True))]] * 2,
+                                      n=300, seed=0, paired=True)
+    assert (ld, llo) == (0.0, 0.0)
+    with pytest.raises(SystemExit, match="same seeds"):
+        bench.meta_f1_delta_ci(gold, [good, poor], [good], n=10, seed=0, paired=True)
+
+
+def test_suite_last_line_takes_rewards_from_item_3_and_the_comparison_from_item_4(bench):
+    """`make bench-learning` (suite=true) prints one line: the polarity part's meta arm before / after / CI low,
+    the localisation part's meta - rough (issue 23 done-when)."""
+    pol = {"rows": [{"reward": [0.69, 0.6, 0.7]}, {}, {"reward": [0.71, 0.6, 0.8], "delta_vs_sft": [0.02, 0.005, 0.03]}],
+           "meta_vs_rough_meta_bf1": [-0.5, -0.9, 0.1], "meta_vs_rough_loc_acc": [-0.5, 0, 0]}
+    loc = {"rows": [{"reward": [0.1]}, {}, {"reward": [0.2], "delta_vs_sft": [0.1, -0.3]}],
+           "meta_vs_rough_meta_bf1": [0.05, 0.01, 0.09], "meta_vs_rough_loc_acc": [0.12, 0.05, 0.2]}
+    assert bench.last_line(pol, loc) == ("reward_before=0.6900 reward_after=0.7100 delta_ci_low=0.0050 "
+                                         "meta_vs_rough_meta_f1=0.0500 meta_vs_rough_ci_low=0.0100 "
+                                         "loc_acc_meta_vs_rough=0.1200")
