@@ -377,17 +377,8 @@ def run_suite(argv: list[str], cfg: BenchConfig) -> None:
 
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    own = [a for a in argv if a.partition("=")[0] not in ("suite", "out") and not a.startswith("localisation.")]
-    loc_opts = {**LOCALISATION, **{a.partition("=")[0].removeprefix("localisation."): a.partition("=")[2]
-                                   for a in argv if a.startswith("localisation.")}}
     pol_out, loc_out = out / "polarity", out / "localisation"
-    pol_cmd = [*own, f"out={pol_out}"]
-    shared = [a for a in own if a.partition("=")[0] in ("seed", "bootstrap_n", "resume", "eval_passes",
-                                                        "hidden_size", "num_layers", "intermediate_size")]
-    loc_cmd = [*shared, *(f"{k}={v}" for k, v in loc_opts.items()), f"out={loc_out}",
-               f"sft_from={pol_out / 'sft' / 'final'}", f"exclude_problems_of={pol_out / 'sft_train.jsonl'}"]
-    for cmd in (pol_cmd, loc_cmd):
-        _overrides([a for a in cmd if not a.startswith("sft_from=") and not a.startswith("exclude_")], BenchConfig())
+    pol_cmd, loc_cmd = suite_commands(argv, out)
     t0 = time.monotonic()
     logs = {"polarity": open(out / "polarity.log", "w"), "localisation": open(out / "localisation.log", "w")}  # noqa: SIM115
     script = str(Path(__file__).resolve())
@@ -424,6 +415,26 @@ def run_suite(argv: list[str], cfg: BenchConfig) -> None:
     (out / "report.md").write_text(md)
     print(f"wrote {out / 'report.md'}; total {time.monotonic() - t0:.0f}s")
     print(last_line(pol, loc))
+
+
+def suite_commands(argv: list[str], out: Path) -> tuple[list[str], list[str]]:
+    """The options of the suite's two processes: the polarity part gets every option given (but ``suite``, ``out``
+    and ``localisation.*``); the localisation part gets ``LOCALISATION``, then ``localisation.KEY=VALUE``, then the
+    data / model / statistics options it shares with the polarity part, and starts its SFT from the polarity warm
+    start, whose SFT problems leave its held-out set. Both are checked before any work starts."""
+    own = [a for a in argv if a.partition("=")[0] not in ("suite", "out") and not a.startswith("localisation.")]
+    loc_opts = {**LOCALISATION, **{a.partition("=")[0].removeprefix("localisation."): a.partition("=")[2]
+                                   for a in argv if a.startswith("localisation.")}}
+    pol_out, loc_out = out / "polarity", out / "localisation"
+    shared = [a for a in own if a.partition("=")[0] in ("seed", "bootstrap_n", "resume", "eval_passes",
+                                                        "hidden_size", "num_layers", "num_heads", "num_kv_heads",
+                                                        "intermediate_size")]
+    pol_cmd = [*own, f"out={pol_out}"]
+    loc_cmd = [*(f"{k}={v}" for k, v in loc_opts.items()), *shared, f"out={loc_out}",
+               f"sft_from={pol_out / 'sft' / 'final'}", f"exclude_problems_of={pol_out / 'sft_train.jsonl'}"]
+    for cmd in (pol_cmd, loc_cmd):
+        _overrides(cmd, BenchConfig())  # an unknown or ill-typed option stops the suite here, naming it
+    return pol_cmd, loc_cmd
 
 
 def last_line(pol: dict[str, Any], loc: dict[str, Any]) -> str:

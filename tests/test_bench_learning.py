@@ -178,3 +178,18 @@ def test_suite_last_line_takes_rewards_from_item_3_and_the_comparison_from_item_
     assert bench.last_line(pol, loc) == ("reward_before=0.6900 reward_after=0.7100 delta_ci_low=0.0050 "
                                          "meta_vs_rough_meta_f1=0.0500 meta_vs_rough_ci_low=0.0100 "
                                          "loc_acc_meta_vs_rough=0.1200")
+
+
+def test_suite_commands_split_the_options_between_the_two_parts(bench, tmp_path):
+    """suite=true: the polarity part takes the options given; the localisation part takes LOCALISATION, its own
+    ``localisation.*`` options and the shared ones, and continues the polarity warm start; a bad option stops the
+    suite before any work."""
+    pol, loc = bench.suite_commands(["suite=true", "seed=2", "grpo_steps=8", "localisation.seeds=0,1",
+                                     f"out={tmp_path}"], tmp_path)
+    assert pol == ["seed=2", "grpo_steps=8", f"out={tmp_path / 'polarity'}"]
+    opts = dict(a.split("=", 1) for a in loc)
+    assert opts["seeds"] == "0,1" and opts["min_steps"] == "6" and opts["seed"] == "2" and "grpo_steps" not in opts
+    assert opts["sft_from"] == str(tmp_path / "polarity" / "sft" / "final")
+    assert opts["exclude_problems_of"] == str(tmp_path / "polarity" / "sft_train.jsonl")
+    with pytest.raises(SystemExit, match="unknown option 'stepz'"):
+        bench.suite_commands(["localisation.stepz=3"], tmp_path)
