@@ -99,6 +99,7 @@ class BenchConfig:
     # disjoint `seeds` (parallel workers) and a last one with all seeds writes the report
     resume: bool = True
     report: bool = True  # false: train and evaluate only (a worker of a shared `out`)
+    arms: str = "rough_rl,meta_ver_rl"  # the arms this process trains (a worker's share; the report needs both)
     workers: int = 1  # >1: after the warm start and its evaluation, the seeds run in this many processes (1 core each)
     # meta - rough CIs: seed k of both arms shares its sampling seed and prompt order, so the headline CI resamples
     # seed *pairs* (paired design); the CI that resamples each arm's seeds independently is reported beside it
@@ -323,24 +324,38 @@ def write_if_changed(path: Path, records) -> None:
         os.replace(tmp, path)
 
 
+ARMS = ("rough_rl", "meta_ver_rl")
+
+
+def worker_groups(seeds: list[int], workers: int) -> list[tuple[list[int], tuple[str, ...]]]:
+    """(seeds, arms) of each worker: the runs (seed x arm) shared out evenly. An even number of workers splits by
+    arm first (half the workers per arm, seeds round-robin among them: 5 seeds on 2 workers are 5 runs each, where
+    a split by seed gives 6 and 4); otherwise seeds round-robin, both arms each."""
+    if workers % 2 == 0:
+        half = workers // 2
+        return [(seeds[k // 2::half], (ARMS[k % 2],)) for k in range(workers) if seeds[k // 2::half]]
+    return [(seeds[k::workers], ARMS) for k in range(workers) if seeds[k::workers]]
+
+
 def run_workers(argv: list[str], seeds: list[int], workers: int, out: Path) -> None:
     """Train and evaluate ``seeds`` in ``workers`` processes of this script (``report=false``) sharing ``out``;
     each resumes the warm start and base evaluation this process finished. Logs: ``out/worker<k>.log``."""
     import subprocess
 
-    keep = [a for a in argv if a.partition("=")[0] not in ("seeds", "workers", "report")]
-    groups = [seeds[k::workers] for k in range(workers) if seeds[k::workers]]
+    keep = [a for a in argv if a.partition("=")[0] not in ("seeds", "workers", "report", "arms")]
+    groups = worker_groups(seeds, workers)
     procs = []
-    for k, group in enumerate(groups):
+    for k, (group, arms) in enumerate(groups):
         log = open(out / f"worker{k}.log", "w")  # noqa: SIM115 (closed after the worker exits)
         cmd = [sys.executable, str(Path(__file__).resolve()), *keep, f"seeds={','.join(map(str, group))}",
-               "workers=1", "report=false"]
-        procs.append((group, log, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)))
-        print(f"[bench-learning] worker {k}: seeds {group} (log {out / f'worker{k}.log'})", flush=True)
+               f"arms={','.join(arms)}", "workers=1", "report=false"]
+        what = f"seeds {group} {'/'.join(arms)}"
+        procs.append((what, log, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)))
+        print(f"[bench-learning] worker {k}: {what} (log {out / f'worker{k}.log'})", flush=True)
     failed = []
-    for group, log, proc in procs:
+    for what, log, proc in procs:
         if proc.wait() != 0:
-            failed.append(f"seeds {group} (exit {proc.returncode})")
+            failed.append(f"{what} (exit {proc.returncode})")
         log.close()
     if failed:
         raise SystemExit(f"bench-learning: worker failed: {'; '.join(failed)}; see {out}/worker*.log (finished "
@@ -458,6 +473,8 @@ def main(argv: list[str] | None = None) -> None:
         return run_suite(argv, cfg)
     if any(a.startswith("localisation.") for a in argv):
         raise SystemExit("localisation.KEY=VALUE options are for suite=true")
+    if not set(cfg.arms.split(",")) <= set(ARMS) or (cfg.report and set(cfg.arms.split(",")) != set(ARMS)):
+        raise SystemExit(f"arms={cfg.arms}: use a subset of {','.join(ARMS)} (all of them unless report=false)")
     import torch
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
@@ -607,8 +624,11 @@ def main(argv: list[str] | None = None) -> None:
     tick("base = SFT warm start (eval)", t0)
     if cfg.workers > 1 and len(seeds) > 1:
         run_workers(argv, seeds, cfg.workers, out)
+    mine = set(cfg.arms.split(","))
     for seed in seeds:  # with workers: every run is resumed here
         for arm, comps in arms.items():
+            if arm not in mine:
+                continue
             t0 = time.monotonic()
             name = f"{arm}/seed{seed}"
             m = run_or_resume(name, run_cfg(name, True, comps, seed))
