@@ -49,15 +49,19 @@ def label_studio(tmp_path_factory):
     if not exe.exists():
         pytest.fail(f"{exe} is missing: run `make label-studio` (Label Studio in its own virtualenv)")
     root = tmp_path_factory.mktemp("label-studio")
-    port, token, password = free_port(), secrets.token_hex(20), secrets.token_urlsafe(16)
+    # the password starts with "-" on purpose: token_urlsafe makes one 1 time in 64, and one passed as argv
+    # (`--password -x...`) made Label Studio exit with a usage error and failed CI
+    port, token, password = free_port(), secrets.token_hex(20), "-" + secrets.token_urlsafe(16)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(LABEL_STUDIO_BASE_DATA_DIR=str(root), LATEST_VERSION_CHECK="false", SENTRY_DSN="",
-               FRONTEND_SENTRY_DSN="", COLLECT_ANALYTICS="false", LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK="true")
+               FRONTEND_SENTRY_DSN="", COLLECT_ANALYTICS="false", LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK="true",
+               # credentials through Label Studio's environment, not argv: off the process list, and a password
+               # that starts with "-" is not read as an option
+               LABEL_STUDIO_USERNAME=USER, LABEL_STUDIO_PASSWORD=password, LABEL_STUDIO_USER_TOKEN=token)
     log = open(root / "server.log", "w")  # noqa: SIM115  (closed in the finally below, after the server stops)
     proc = subprocess.Popen(
         [str(exe), "start", "--no-browser", "--data-dir", str(root), "--port", str(port), "--internal-host",
-         "127.0.0.1", "--username", USER, "--password", password, "--user-token", token,
-         "--enable-legacy-api-token", "--log-level", "WARNING"],
+         "127.0.0.1", "--enable-legacy-api-token", "--log-level", "WARNING"],
         cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
