@@ -473,8 +473,10 @@ def main(argv: list[str] | None = None) -> None:
         return run_suite(argv, cfg)
     if any(a.startswith("localisation.") for a in argv):
         raise SystemExit("localisation.KEY=VALUE options are for suite=true")
-    if not set(cfg.arms.split(",")) <= set(ARMS) or (cfg.report and set(cfg.arms.split(",")) != set(ARMS)):
-        raise SystemExit(f"arms={cfg.arms}: use a subset of {','.join(ARMS)} (all of them unless report=false)")
+    chosen = {a for a in cfg.arms.split(",") if a}  # empty (report=false): the warm start and its evaluation only
+    if not chosen <= set(ARMS) or (cfg.report and chosen != set(ARMS)):
+        raise SystemExit(f"arms={cfg.arms}: use a subset of {','.join(ARMS)} (all of them unless report=false; "
+                         "none, `arms=`, for the warm start alone)")
     import torch
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
@@ -624,7 +626,7 @@ def main(argv: list[str] | None = None) -> None:
     tick("base = SFT warm start (eval)", t0)
     if cfg.workers > 1 and len(seeds) > 1:
         run_workers(argv, seeds, cfg.workers, out)
-    mine = set(cfg.arms.split(","))
+    mine = {a for a in cfg.arms.split(",") if a}
     for seed in seeds:  # with workers: every run is resumed here
         for arm, comps in arms.items():
             if arm not in mine:

@@ -207,3 +207,7 @@ def test_workers_share_the_runs_evenly(bench):
     assert bench.worker_groups([0, 1, 2], 3) == [([0], bench.ARMS), ([1], bench.ARMS), ([2], bench.ARMS)]
     with pytest.raises(SystemExit, match="arms=meta_ver_rl"):
         bench.main(["arms=meta_ver_rl"])  # the report needs both arms
+    with pytest.raises(SystemExit, match="arms=: "):
+        bench.main(["arms="])  # no arm (the warm start alone, bench/diagnose_copy.sh) writes no report
+    with pytest.raises(SystemExit, match="arms=rough,meta"):
+        bench.main(["arms=rough,meta", "report=false"])
