@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -183,6 +184,45 @@ def copy_rate(gold, judgments_jsonl: Path) -> float:
             total += 1
             hits += (p.get("text") or "").split("\n", 1)[0].strip() == first.get(str(r["id"]))
     return hits / total if total else 0.0
+
+
+_CHECK_LINE = re.compile(r"Step (\d+): (?:(?P<text>.+) \| )?(?P<start>\S+) vs (?P<prev>\S+), (?:ok|fatal)")
+
+
+def read_accuracy(gold, judgments_jsonl: Path) -> dict[str, Any]:
+    """Whether the verifier reads each step it checks (item 4's diagnosis, docs/training.md): over the judging
+    passes, the fraction of ``Step i: <start> vs <previous>`` lines (``style=check`` or ``copy_check``) whose
+    start is the start the proof's step i writes, per step i >= 1 (``start_by_step``), and at the first fatal
+    step of a ``wrong_operand`` proof (``fatal_start``: the one line where reading the proof and the shortcut
+    start = previous result differ; ``fatal_shortcut`` counts the lines that wrote the previous result)."""
+    from verifier.io import read_jsonl
+
+    by_id = {str(t.id): t for t in gold}
+    per_step: dict[int, list[int]] = {}
+    fatal = [0, 0, 0]  # read right, shortcut, lines
+    for r in read_jsonl(judgments_jsonl):
+        t = by_id.get(str(r["id"]))
+        if t is None:
+            raise SystemExit(f"read_accuracy: record {r['id']!r} of {judgments_jsonl} is not in the gold set")
+        info = (t.meta or {}).get("synthetic") or {}
+        k = t.annotation.first_fatal_error_step if t.annotation else -1
+        for p in r.get("passes") or []:
+            for line in (p.get("text") or "").splitlines():
+                m = _CHECK_LINE.match(line.strip())
+                if not m or not 1 <= int(m.group(1)) < len(t.proof_steps):
+                    continue
+                i, step = int(m.group(1)), t.proof_steps[int(m.group(1))]
+                want = step.split(" ")[0] if "=" in step else step.rstrip(".").split(" ")[-1]
+                hit = per_step.setdefault(i, [0, 0])
+                hit[0] += m.group("start") == want
+                hit[1] += 1
+                if i == k and info.get("fatal_kind") == "wrong_operand":
+                    fatal[0] += m.group("start") == want
+                    fatal[1] += m.group("start") == m.group("prev")
+                    fatal[2] += 1
+    return {"start_by_step": {i: a / n for i, (a, n) in sorted(per_step.items())},
+            "fatal_start": fatal[0] / fatal[2] if fatal[2] else 0.0,
+            "fatal_shortcut": fatal[1] / fatal[2] if fatal[2] else 0.0, "fatal_lines": fatal[2]}
 
 
 def ratio_delta_ci(gold, a_seeds, b_seeds, n: int, seed: int, num: int = 1, den: int = 0, level: float = 0.95,

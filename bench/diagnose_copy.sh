@@ -7,15 +7,18 @@ set -euo pipefail
 OUT=${OUT:-runs/diagnose_copy}
 SFT_STEPS=${SFT_STEPS:-1000}
 PY=${PY:-.venv/bin/python}
+# EXTRA: bench_learning options that override the ones below, e.g. the tiny model's shape
+# EXTRA="num_heads=4 num_kv_heads=2" (the capacity ablation) or the target style (style=copy_check)
+read -r -a extra <<< "${EXTRA:-}"
 common=(seed=0 seeds=0 arms= report=false eval_passes=2)
 loc=(min_steps=6 max_steps=8 sft_step_noise=0.5 max_completion_length=256 n_eval=240)
-$PY bench/bench_learning.py "${common[@]}" out=$OUT/polarity
+$PY bench/bench_learning.py "${common[@]}" out=$OUT/polarity "${extra[@]}"
 $PY bench/bench_learning.py "${common[@]}" "${loc[@]}" out=$OUT/loc sft_steps=$SFT_STEPS \
-  sft_from=$OUT/polarity/sft/final exclude_problems_of=$OUT/polarity/sft_train.jsonl
+  sft_from=$OUT/polarity/sft/final exclude_problems_of=$OUT/polarity/sft_train.jsonl "${extra[@]}"
 for ck in $(ls -d $OUT/loc/sft/checkpoint-* | sort -t- -k2 -n); do
   n=${ck##*-}
   $PY bench/bench_learning.py "${common[@]}" "${loc[@]}" out=$OUT/eval$n init_from=$ck \
-    exclude_problems_of=$OUT/loc/sft_train.jsonl
+    exclude_problems_of=$OUT/loc/sft_train.jsonl "${extra[@]}"
 done
 $PY - "$OUT" <<'PY'
 import json, sys

@@ -127,8 +127,8 @@ class SyntheticConfig:
             bad("fatal_kinds", "empty while invalid proofs are requested")
         if self.reference not in ("none", "answer", "full"):
             bad("reference", f"use none, answer or full, got {self.reference!r}")
-        if self.sft_style not in ("stepwise", "check", "short"):
-            bad("sft_style", f"use stepwise, check or short, got {self.sft_style!r}")
+        if self.sft_style not in ("stepwise", "check", "copy_check", "short"):
+            bad("sft_style", f"use stepwise, check, copy_check or short, got {self.sft_style!r}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -386,14 +386,14 @@ def gold_verification(traj: ProofTrajectory, style: str = "stepwise") -> str:
                                    or ("The proof is valid." if ann.is_valid else
                                        f"Step {ann.first_fatal_error_step} is wrong."))
     target_step = info.get("target_step")  # with_noisy_steps: the answer block names this step instead
-    if style == "check":
-        text = _check_verification(traj, info)
+    if style in ("check", "copy_check"):
+        text = _check_verification(traj, info, copy_first=style == "copy_check")
         if target_step is not None and ann.first_fatal_error_step != NO_STEP:
             text = text.replace(f"first_error_step: {ann.first_fatal_error_step}\n</final_answer>",
                                 f"first_error_step: {target_step}\n</final_answer>")
         return text
     if style != "stepwise":
-        raise InputError(f"unknown style {style!r} (use stepwise, check or short)")
+        raise InputError(f"unknown style {style!r} (use stepwise, check, copy_check or short)")
     var = info.get("var", "")
     fatal = ann.first_fatal_error_step
     lines = []
@@ -427,7 +427,7 @@ def gold_verification(traj: ProofTrajectory, style: str = "stepwise") -> str:
     return format_verification(Verdict.INVALID if fatal != NO_STEP else Verdict.VALID, fatal, "\n".join(lines))
 
 
-def _check_verification(traj: ProofTrajectory, info: dict[str, Any]) -> str:
+def _check_verification(traj: ProofTrajectory, info: dict[str, Any], copy_first: bool = False) -> str:
     """``style="check"``: the proof re-read step by step, each value it starts from checked against the value
     the step before gave. Step 0 is copied; every later operation step gets "Step i: <start> vs <previous
     result>, ok: <the step>" (the copy puts that step's result next to the following check), the answer step
@@ -440,6 +440,16 @@ def _check_verification(traj: ProofTrajectory, info: dict[str, Any]) -> str:
     Copying and comparing values a few tokens apart is what a tiny model learns from a few thousand examples
     (``wrong_operand`` and ``wrong_final`` errors); a ``wrong_result`` step is named with its true value and a
     recoverable slip gets its own line, so the rule meta-verifier grades every gold text EXACT_MATCH.
+
+    ``copy_first`` (``style="copy_check"``) copies each step first, as the prompt writes it, then compares:
+    "Step i: <the step> | <start> vs <previous result>, ok". After "Step i: " the copy continues the prompt's own
+    "Step i: <the step>" line, and both values compared sit in the completion a few tokens back; in the check
+    style the start is written before the step is copied, and a tiny model learns the shortcut start = previous
+    result, which is right on every line but the fatal one (docs/training.md, item 4's diagnosis):
+
+        Step 0: 9 - 8 = 1
+        Step 1: 1 + 8 = 9 | 1 vs 1, ok
+        Step 2: 17 - 3 = 14 | 17 vs 9, fatal
     """
     ann = traj.annotation
     fatal = ann.first_fatal_error_step
@@ -453,6 +463,10 @@ def _check_verification(traj: ProofTrajectory, info: dict[str, Any]) -> str:
         start = text.rstrip(".").split(" ")[-1] if parsed is None else parsed[0]
         if prev is None:
             lines.append(f"Step {i}: {text}")
+        elif copy_first:
+            lines.append(f"Step {i}: {text} | {start} vs {prev}, " + ("fatal" if start != prev else "ok"))
+            if start != prev:
+                break
         elif start != prev:
             lines.append(f"Step {i}: {start} vs {prev}, fatal")
             break

@@ -211,3 +211,34 @@ def test_workers_share_the_runs_evenly(bench):
         bench.main(["arms="])  # no arm (the warm start alone, bench/diagnose_copy.sh) writes no report
     with pytest.raises(SystemExit, match="arms=rough,meta"):
         bench.main(["arms=rough,meta", "report=false"])
+
+
+@pytest.mark.parametrize("style", ["check", "copy_check"])
+def test_read_accuracy_tells_reading_from_the_start_equals_previous_shortcut(bench, tmp_path, style):
+    """Item 4's diagnosis: gold texts read every step (fatal_start 1); texts that write the previous result as
+    every start (the shortcut a tiny model learns) read no fatal step (fatal_shortcut 1)."""
+    import re
+
+    from data_pipeline.synthetic import generate_synthetic, gold_verification
+    from verifier.io import write_jsonl
+
+    gold = generate_synthetic(
+        60, seed=4, min_steps=6, max_steps=8, recoverable_rate=0.0, fatal_kinds=["wrong_operand"],
+        subjects=["arithmetic"])
+
+    def shortcut(text: str) -> str:  # "Step i: ... <start> vs <prev>" -> "<prev> vs <prev>"
+        return re.sub(r"(\S+) vs (\S+),", r"\2 vs \2,", text)
+
+    for name, fn, want in (("gold", lambda x: x, (1.0, 0.0)), ("shortcut", shortcut, (0.0, 1.0))):
+        p = tmp_path / f"{name}.jsonl"
+        write_jsonl(p, ({"id": t.id, "passes": [{"text": fn(gold_verification(t, style))}]} for t in gold))
+        r = bench.read_accuracy(gold, p)
+        n_fatal = sum(not t.annotation.is_valid and t.annotation.first_fatal_error_step >= 1 for t in gold)
+        assert r["fatal_lines"] == n_fatal > 0
+        assert (r["fatal_start"], r["fatal_shortcut"]) == want
+        if name == "gold":
+            assert set(r["start_by_step"].values()) == {1.0}
+    stray = tmp_path / "stray.jsonl"
+    write_jsonl(stray, [{"id": "nope", "passes": []}])
+    with pytest.raises(SystemExit, match="'nope'"):
+        bench.read_accuracy(gold, stray)

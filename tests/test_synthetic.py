@@ -88,7 +88,7 @@ def test_knobs_and_determinism():
 
 def test_gold_verification_parses_and_grades_exact():
     meta = RuleMetaVerifier()
-    for style in ("stepwise", "check", "short"):
+    for style in ("stepwise", "check", "copy_check", "short"):
         for t in generate_synthetic(200, seed=5):
             text = gold_verification(t, style)
             out = parse_verification(text, len(t.proof_steps))
@@ -109,6 +109,13 @@ def test_gold_verification_parses_and_grades_exact():
         start = t.proof_steps[i].split(" ")[0]
         prev = t.proof_steps[i - 1].split(" ")[-1]
         assert lines[i] == f"Step {i}: {start} vs {prev}, ok: {t.proof_steps[i]}"
+    # style=copy_check: each step copied first, then its start compared with the previous result
+    clines = gold_verification(t, "copy_check").split("\n\n")[0].splitlines()
+    assert clines[0] == lines[0] and len(clines) == k + 1
+    assert clines[-1] == f"Step {k}: {t.proof_steps[k]} | {written} vs {expected}, fatal"
+    for i in range(1, k):
+        start, prev = t.proof_steps[i].split(" ")[0], t.proof_steps[i - 1].split(" ")[-1]
+        assert clines[i] == f"Step {i}: {t.proof_steps[i]} | {start} vs {prev}, ok"
     valid = next(t for t in generate_synthetic(20, seed=3, recoverable_rate=0.0, subjects=["arithmetic"])
                  if t.annotation.is_valid)
     vlines = gold_verification(valid, "check").split("\n\n")[0].splitlines()
