@@ -195,6 +195,7 @@ def read_accuracy(gold, judgments_jsonl: Path) -> dict[str, Any]:
     start is the start the proof's step i writes, per step i >= 1 (``start_by_step``), and at the first fatal
     step of a ``wrong_operand`` proof (``fatal_start``: the one line where reading the proof and the shortcut
     start = previous result differ; ``fatal_shortcut`` counts the lines that wrote the previous result)."""
+    from data_pipeline.synthetic import step_start
     from verifier.io import read_jsonl
 
     by_id = {str(t.id): t for t in gold}
@@ -211,8 +212,8 @@ def read_accuracy(gold, judgments_jsonl: Path) -> dict[str, Any]:
                 m = _CHECK_LINE.match(line.strip())
                 if not m or not 1 <= int(m.group(1)) < len(t.proof_steps):
                     continue
-                i, step = int(m.group(1)), t.proof_steps[int(m.group(1))]
-                want = step.split(" ")[0] if "=" in step else step.rstrip(".").split(" ")[-1]
+                i = int(m.group(1))
+                want = step_start(t.proof_steps[i])
                 hit = per_step.setdefault(i, [0, 0])
                 hit[0] += m.group("start") == want
                 hit[1] += 1

@@ -2,7 +2,8 @@
 # Does a longer curriculum SFT teach the tiny verifier to read 6-8 step proofs? (issue 23 item 4's diagnosis,
 # docs/training.md). On development data (seed=0, never the suite's seed-1 held-out set): the 3-step warm start
 # (SFT 300), then SFT continued on 6-8 step chains for SFT_STEPS steps with a checkpoint every 200; each checkpoint
-# is judged (2 passes, T = 0.5, 256 tokens) on the same 240 held-out records and its copy_rate printed.
+# is judged (2 passes, T = 0.5, 256 tokens) on the same 240 held-out records; its copy_rate and read_accuracy's
+# fatal_start / fatal_shortcut are printed.
 set -euo pipefail
 OUT=${OUT:-runs/diagnose_copy}
 SFT_STEPS=${SFT_STEPS:-1000}
@@ -24,13 +25,15 @@ $PY - "$OUT" <<'PY'
 import json, sys
 from pathlib import Path
 sys.path.insert(0, "bench"); sys.path.insert(0, ".")
-from bench_learning import copy_rate
+from bench_learning import copy_rate, read_accuracy
 from verifier.io import load_trajectories
 out = Path(sys.argv[1])
 for d in sorted(out.glob("eval*"), key=lambda p: int(p.name[4:])):
     gold = load_trajectories(d / "held_out.jsonl").records
     m = json.loads((d / "base" / "metrics.json").read_text())
+    ra = read_accuracy(gold, d / "base" / "heldout" / "judgments.jsonl")
     print(f"sft_steps={d.name[4:]} copy_rate={copy_rate(gold, d / 'base' / 'heldout' / 'judgments.jsonl'):.3f} "
           f"reward={sum(m['per_record_reward']) / len(m['per_record_reward']):.3f} "
-          f"meta_bf1={m['meta.balanced_f1']['value']:.3f} rough_bf1={m['rough.balanced_f1']['value']:.3f}")
+          f"meta_bf1={m['meta.balanced_f1']['value']:.3f} rough_bf1={m['rough.balanced_f1']['value']:.3f} "
+          f"fatal_start={ra['fatal_start']:.3f} fatal_shortcut={ra['fatal_shortcut']:.3f}")
 PY

@@ -427,6 +427,13 @@ def gold_verification(traj: ProofTrajectory, style: str = "stepwise") -> str:
     return format_verification(Verdict.INVALID if fatal != NO_STEP else Verdict.VALID, fatal, "\n".join(lines))
 
 
+def step_start(text: str) -> str:
+    """The value a proof step starts from: the left operand of an operation step, the stated answer of the
+    final step (what ``style="check"`` compares with the previous result)."""
+    parsed = _parse_op_step(text)
+    return text.rstrip(".").split(" ")[-1] if parsed is None else parsed[0]
+
+
 def _check_verification(traj: ProofTrajectory, info: dict[str, Any], copy_first: bool = False) -> str:
     """``style="check"``: the proof re-read step by step, each value it starts from checked against the value
     the step before gave. Step 0 is copied; every later operation step gets "Step i: <start> vs <previous
@@ -460,7 +467,7 @@ def _check_verification(traj: ProofTrajectory, info: dict[str, Any], copy_first:
     for i in range(last + 1):
         text = traj.proof_steps[i]
         parsed = _parse_op_step(text)
-        start = text.rstrip(".").split(" ")[-1] if parsed is None else parsed[0]
+        start = step_start(text)
         if prev is None:
             lines.append(f"Step {i}: {text}")
         elif copy_first:
