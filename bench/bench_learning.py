@@ -72,6 +72,11 @@ class BenchConfig:
     sft_lr: float = 3e-3
     style: str = "check"
     sft_step_noise: float = 0.0  # fraction of invalid SFT targets naming a step 2-3 away (synthetic.with_noisy_steps)
+    # the SFT data's own mix (GRPO and held-out data keep the task's 50% valid, ``fatal_kinds``): more invalid proofs
+    # with a wrong operand put more lines whose start differs from the previous result in the SFT targets, the
+    # lines the start = previous-result shortcut gets wrong (item 4's diagnosis, docs/training.md)
+    sft_valid_fraction: float = 0.5
+    sft_fatal_kinds: str = ""  # empty: ``fatal_kinds``
     sft_from: str = ""  # a model folder the SFT starts from instead of a fresh tiny model (a curriculum: the suite's
     # localisation warm start continues the 3-step warm start on 6-8 step chains)
     init_from: str = ""  # an existing SFT warm start (e.g. runs/demo/sft/final) instead of building and training one
@@ -120,6 +125,8 @@ def _overrides(argv: list[str], cfg: BenchConfig) -> BenchConfig:
         setattr(cfg, k, v.lower() in ("1", "true", "yes") if isinstance(cur, bool) else type(cur)(v))
     if len(cfg.seeds.split(",")) < 1 or cfg.eval_passes < 1 or cfg.grpo_batch % cfg.num_generations:
         raise SystemExit("seeds needs at least one seed, eval_passes >= 1, grpo_batch a multiple of num_generations")
+    if not 0.0 <= cfg.sft_valid_fraction <= 1.0:
+        raise SystemExit(f"sft_valid_fraction={cfg.sft_valid_fraction}: a fraction in [0, 1]")
     return cfg
 
 
@@ -422,6 +429,24 @@ LOCALISATION: dict[str, str] = {"min_steps": "6", "max_steps": "8", "sft_step_no
                                 "sft_steps": "200", "n_eval": "240"}
 
 
+def synthetic_task(cfg: BenchConfig) -> dict[str, Any]:
+    """The synthetic task's options (``data_pipeline.synthetic.SyntheticConfig``) of every data set of the bench."""
+    return {"min_steps": cfg.min_steps, "max_steps": cfg.max_steps, "max_operand": cfg.max_operand,
+            "recoverable_rate": 0.0, "qe_fraction": 0.0, "fatal_kinds": cfg.fatal_kinds.split(","),
+            "subjects": cfg.subjects.split(","), "problem_id_from_text": True,
+            "error_delta_min": cfg.error_delta_min, "error_delta_max": cfg.error_delta_max}
+
+
+def sft_data_mix(cfg: BenchConfig) -> dict[str, Any]:
+    """The SFT data's own valid fraction and fatal kinds where they differ from the task's (GRPO and held-out data
+    keep the task's): an empty dict by default, so that an SFT stage finished before these options resumes."""
+    from data_pipeline.synthetic import SyntheticConfig
+
+    mix = {"valid_fraction": cfg.sft_valid_fraction, "fatal_kinds": (cfg.sft_fatal_kinds or cfg.fatal_kinds).split(",")}
+    task = {"valid_fraction": SyntheticConfig.valid_fraction, **synthetic_task(cfg)}
+    return {k: v for k, v in mix.items() if v != task[k]}
+
+
 def run_suite(argv: list[str], cfg: BenchConfig) -> None:
     """``suite=true`` (`make bench-learning`): item 3's setting (the options given, in OUT/polarity) and item 4's
     (``LOCALISATION`` plus ``localisation.KEY=VALUE`` options, in OUT/localisation) as two processes of this
@@ -557,14 +582,11 @@ def main(argv: list[str] | None = None) -> None:
                                                                 num_heads=cfg.num_heads, num_kv_heads=cfg.num_kv_heads,
                                                                 intermediate_size=cfg.intermediate_size))
     tick("build model", t0)
-    task = {"min_steps": cfg.min_steps, "max_steps": cfg.max_steps, "max_operand": cfg.max_operand,
-            "recoverable_rate": 0.0, "qe_fraction": 0.0, "fatal_kinds": cfg.fatal_kinds.split(","),
-            "subjects": cfg.subjects.split(","), "problem_id_from_text": True,
-            "error_delta_min": cfg.error_delta_min, "error_delta_max": cfg.error_delta_max}
+    task, sft_mix = synthetic_task(cfg), sft_data_mix(cfg)
 
-    def data(n_train: int, seed: int) -> DataConfig:
+    def data(n_train: int, seed: int, **mix: Any) -> DataConfig:
         return DataConfig(source="synthetic", n_train=n_train, n_eval=cfg.n_eval, seed=seed,
-                          prompt_template="verify_compact", synthetic=dict(task))
+                          prompt_template="verify_compact", synthetic={**task, **mix})
 
     # SFT warm start: its own problems (seed + 1); GRPO: seed + 2; held-out: seed + 2 + 10000 (disjoint ids),
     # the same held-out records for every model
@@ -573,7 +595,7 @@ def main(argv: list[str] | None = None) -> None:
     from verifier.identity import ProblemIndex
     from verifier.io import load_trajectories
 
-    sft_trajs, _ = load_trajectories_for(data(cfg.n_sft, cfg.seed + 1))
+    sft_trajs, _ = load_trajectories_for(data(cfg.n_sft, cfg.seed + 1, **sft_mix))
     grpo_trajs, gold = load_trajectories_for(data(cfg.n_grpo, cfg.seed + 2))  # drops held-out problems of GRPO's
     seen = [*(sft_trajs if not cfg.init_from else ()),
             *(load_trajectories(cfg.exclude_problems_of).records if cfg.exclude_problems_of else ())]
@@ -601,7 +623,7 @@ def main(argv: list[str] | None = None) -> None:
     write_if_changed(out / "held_out.jsonl", gold)  # every model is judged on exactly these records
     run_data = run_data_config(out)
     sft_cfg = SFTRunConfig(output_dir=str(out / "sft"), model=ModelConfig(name_or_path=str(model_dir)),
-                           data=data(cfg.n_sft, cfg.seed + 1), style=cfg.style, max_steps=cfg.sft_steps,
+                           data=data(cfg.n_sft, cfg.seed + 1, **sft_mix), style=cfg.style, max_steps=cfg.sft_steps,
                            per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.sft_lr, warmup_steps=5,
                            max_length=512, logging_steps=25, seed=cfg.seed,
                            gradient_accumulation_steps=1, bf16=False)  # CPU (the dataclass defaults are GPU values)

@@ -11,15 +11,20 @@ PY=${PY:-.venv/bin/python}
 # EXTRA: bench_learning options that override the ones below, e.g. the tiny model's shape
 # EXTRA="num_heads=4 num_kv_heads=2" (the capacity ablation) or the target style (style=copy_check)
 read -r -a extra <<< "${EXTRA:-}"
+# LOC_EXTRA: options of the continued SFT and its checkpoints only, e.g. the SFT data's own mix
+# LOC_EXTRA="sft_valid_fraction=0.2 sft_fatal_kinds=wrong_operand"; POLARITY: a finished 3-step stage of an earlier
+# run with the same EXTRA (its OUT/polarity) to continue instead of training a new one
+read -r -a loc_extra <<< "${LOC_EXTRA:-}"
+POL=${POLARITY:-$OUT/polarity}
 common=(seed=0 seeds=0 arms= report=false eval_passes=2)
 loc=(min_steps=6 max_steps=8 sft_step_noise=0.5 max_completion_length=256 n_eval=240)
-$PY bench/bench_learning.py "${common[@]}" out=$OUT/polarity "${extra[@]}"
+[ -n "${POLARITY:-}" ] || $PY bench/bench_learning.py "${common[@]}" out=$OUT/polarity "${extra[@]}"
 $PY bench/bench_learning.py "${common[@]}" "${loc[@]}" out=$OUT/loc sft_steps=$SFT_STEPS \
-  sft_from=$OUT/polarity/sft/final exclude_problems_of=$OUT/polarity/sft_train.jsonl "${extra[@]}"
+  sft_from=$POL/sft/final exclude_problems_of=$POL/sft_train.jsonl "${extra[@]}" "${loc_extra[@]}"
 for ck in $(ls -d $OUT/loc/sft/checkpoint-* | sort -t- -k2 -n); do
   n=${ck##*-}
   $PY bench/bench_learning.py "${common[@]}" "${loc[@]}" out=$OUT/eval$n init_from=$ck \
-    exclude_problems_of=$OUT/loc/sft_train.jsonl "${extra[@]}"
+    exclude_problems_of=$OUT/loc/sft_train.jsonl "${extra[@]}" "${loc_extra[@]}"
 done
 $PY - "$OUT" <<'PY'
 import json, sys

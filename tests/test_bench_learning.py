@@ -242,3 +242,24 @@ def test_read_accuracy_tells_reading_from_the_start_equals_previous_shortcut(ben
     write_jsonl(stray, [{"id": "nope", "passes": []}])
     with pytest.raises(SystemExit, match="'nope'"):
         bench.read_accuracy(gold, stray)
+
+
+def test_the_sft_data_mix_changes_only_the_sft_data(bench):
+    """sft_valid_fraction / sft_fatal_kinds (item 4's diagnosis) reach the SFT data alone, and by default add
+    nothing to the SFT stage's settings (a stage finished before the options still resumes)."""
+    from data_pipeline.synthetic import generate_synthetic
+
+    assert bench.sft_data_mix(bench.BenchConfig()) == {}
+    cfg = bench._overrides(["sft_valid_fraction=0.2", "sft_fatal_kinds=wrong_operand", "min_steps=6",
+                            "max_steps=8"], bench.BenchConfig())
+    mix = bench.sft_data_mix(cfg)
+    assert mix == {"valid_fraction": 0.2, "fatal_kinds": ["wrong_operand"]}
+    sft = generate_synthetic(400, seed=3, **{**bench.synthetic_task(cfg), **mix})
+    task = generate_synthetic(400, seed=3, **bench.synthetic_task(cfg))
+    assert 0.12 < sum(t.annotation.is_valid for t in sft) / len(sft) < 0.28
+    assert {t.meta["synthetic"].get("fatal_kind") for t in sft if not t.annotation.is_valid} == {"wrong_operand"}
+    assert 0.4 < sum(t.annotation.is_valid for t in task) / len(task) < 0.6
+    assert {t.meta["synthetic"].get("fatal_kind") for t in task if not t.annotation.is_valid} == {
+        "wrong_operand", "wrong_final"}
+    with pytest.raises(SystemExit, match="sft_valid_fraction"):
+        bench._overrides(["sft_valid_fraction=1.5"], bench.BenchConfig())
