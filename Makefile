@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 # (OMP_NUM_THREADS=1), so the second core takes the next file. TEST_WORKERS=0 runs them serially.
 TEST_WORKERS ?= 2
 
-.PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-reward bench-train bench-prover diagnose-prover clean browser-deps label-studio
+.PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-learning-loc bench-reward bench-train bench-prover diagnose-prover clean browser-deps label-studio
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -54,6 +54,18 @@ bench-select: install
 # a step 2-3 off, 5 seeds per arm in two workers; its warm start continues item 3's) run concurrently; resumable.
 bench-learning: install
 	$(PY) bench/bench_learning.py suite=true
+
+# Issue 23 item 4 with a warm start that reads the proof (docs/training.md): a 3-step copy_check warm start with 4
+# heads, SFT continued 600 steps on 6-8 step chains whose SFT data is 80% wrong-operand proofs (this breaks the
+# start = previous-result shortcut on development data), then 5 seeds per arm; seed 1 (new data); ~75 min here.
+LOC_MODEL = num_heads=4 num_kv_heads=2 style=copy_check
+bench-learning-loc: install
+	$(PY) bench/bench_learning.py seed=1 seeds=0 arms= report=false eval_passes=2 $(LOC_MODEL) \
+	  out=runs/item4_copy/polarity
+	$(PY) bench/bench_learning.py seed=1 min_steps=6 max_steps=8 sft_step_noise=0.5 max_completion_length=256 \
+	  seeds=0,1,2,3,4 workers=2 sft_steps=600 n_eval=240 $(LOC_MODEL) sft_valid_fraction=0.2 \
+	  sft_fatal_kinds=wrong_operand sft_from=runs/item4_copy/polarity/sft/final \
+	  exclude_problems_of=runs/item4_copy/polarity/sft_train.jsonl out=runs/item4_copy/localisation
 
 bench-reward: install
 	$(PY) bench/bench_reward.py
