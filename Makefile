@@ -58,14 +58,20 @@ bench-learning: install
 # Issue 23 item 4 with a warm start that reads the proof (docs/training.md): a 3-step copy_check warm start with 4
 # heads, SFT continued 600 steps on 6-8 step chains whose SFT data is 80% wrong-operand proofs (this breaks the
 # start = previous-result shortcut on development data), then 5 seeds per arm; seed 1 (new data); ~75 min here.
+# The confirmation on fresh data (docs/training.md): make bench-learning-loc LOC_SEED=2 LOC_SEEDS=0,1,2,3,4,5 \
+#   LOC_EVAL=400 LOC_OUT=runs/item4_copy_seed2
 LOC_MODEL = num_heads=4 num_kv_heads=2 style=copy_check
+LOC_SEED ?= 1
+LOC_SEEDS ?= 0,1,2,3,4
+LOC_EVAL ?= 240
+LOC_OUT ?= runs/item4_copy
 bench-learning-loc: install
-	$(PY) bench/bench_learning.py seed=1 seeds=0 arms= report=false eval_passes=2 $(LOC_MODEL) \
-	  out=runs/item4_copy/polarity
-	$(PY) bench/bench_learning.py seed=1 min_steps=6 max_steps=8 sft_step_noise=0.5 max_completion_length=256 \
-	  seeds=0,1,2,3,4 workers=2 sft_steps=600 n_eval=240 $(LOC_MODEL) sft_valid_fraction=0.2 \
-	  sft_fatal_kinds=wrong_operand sft_from=runs/item4_copy/polarity/sft/final \
-	  exclude_problems_of=runs/item4_copy/polarity/sft_train.jsonl out=runs/item4_copy/localisation
+	$(PY) bench/bench_learning.py seed=$(LOC_SEED) seeds=0 arms= report=false eval_passes=2 $(LOC_MODEL) \
+	  out=$(LOC_OUT)/polarity
+	$(PY) bench/bench_learning.py seed=$(LOC_SEED) min_steps=6 max_steps=8 sft_step_noise=0.5 max_completion_length=256 \
+	  seeds=$(LOC_SEEDS) workers=2 sft_steps=600 n_eval=$(LOC_EVAL) $(LOC_MODEL) sft_valid_fraction=0.2 \
+	  sft_fatal_kinds=wrong_operand sft_from=$(LOC_OUT)/polarity/sft/final \
+	  exclude_problems_of=$(LOC_OUT)/polarity/sft_train.jsonl out=$(LOC_OUT)/localisation
 
 bench-reward: install
 	$(PY) bench/bench_reward.py
