@@ -1,0 +1,109 @@
+"""How the 8-pass step rule shapes item 4's localisation numbers (issue 23; exploratory, docs/training.md).
+
+Pessimistic judging (section 4.4) rejects a proof when any of the n passes rejects it, and
+``verifier.aggregate`` reports the *earliest* step a rejecting pass names. When a verifier names a wrong step
+on some passes (item 4's warm start is trained on targets that do, half of its invalid ones), the earliest of
+8 is often a wrong, earlier step: the 8-pass Meta numbers then measure whether any pass named an earlier step
+more than how well the verifier localises. This script re-reads a ``bench/bench_learning.py`` output folder
+(no generation, no training) and reports, for base, rough_rl and meta_ver_rl and as meta_ver_rl - rough_rl
+with bootstrap CIs over problems and seed pairs (``bench_learning.metric_deltas_ci`` / ``ratio_delta_ci``):
+
+* ``per_pass``: every pass scored as a verdict of its own (Meta TPR / TNR / BF1 over passes) and the
+  exact-step accuracy of the rejecting passes on invalid proofs;
+* ``earliest``: the 8-pass pessimistic verdict with the earliest step (what the bench reports);
+* ``most_named``: the same verdict with the step most rejecting passes name (ties: the earliest of them).
+
+Usage: ``python bench/step_rule.py out=runs/item4_copy_seed2/localisation``. Writes ``OUT/step_rule.json``.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.bench_learning import metric_deltas_ci, ratio_delta_ci
+from eval.metrics import COLUMNS, Prediction, record_row
+from eval.stats import harmonic, safe_ratio
+from verifier.io import load_trajectories
+from verifier.judgment import load_judgments
+from verifier.meta_verifier import RuleMetaVerifier
+from verifier.records import NO_STEP, ParseStatus, Verdict, VerificationOutput
+
+RULES = ("per_pass", "earliest", "most_named")
+RULE_META = RuleMetaVerifier(near=1)  # item 4's grading: EXACT only at the fatal step, BASIC within one
+
+
+def _row(t, verdict: Verdict | None, step: int) -> list[int]:
+    out = VerificationOutput(ParseStatus.OK if verdict else ParseStatus.MISSING_FIELD, verdict, step)
+    return record_row(t, Prediction(t.id, verdict, step, RULE_META.grade(t, out).grade))
+
+
+def step_rows(gold, judgments) -> dict[str, np.ndarray]:
+    """Per gold record (in gold order): ``COLUMNS`` counts under each rule (``per_pass`` sums its passes) and
+    ``loc`` = [rejecting passes on an invalid proof, of them naming the exact fatal step]."""
+    by_id = {j.id: j for j in judgments}
+    rows: dict[str, list] = {r: [] for r in (*RULES, "loc")}
+    for t in gold:
+        j = by_id.get(t.id)
+        if j is None:
+            raise SystemExit(f"record {t.id!r}: no judgment")
+        passes = [(p.verdict if p.ok else None, p.first_error_step if p.ok else NO_STEP) for p in j.passes]
+        rows["per_pass"].append(np.sum([_row(t, v, s) for v, s in passes], axis=0))
+        rows["earliest"].append(_row(t, j.verdict, j.first_error_step))
+        named = [s for v, s in passes if v is Verdict.INVALID and s >= 0]
+        mode = min(named, key=lambda s: (-collections.Counter(named)[s], s)) if named else NO_STEP
+        rows["most_named"].append(_row(t, j.verdict, mode if j.verdict is Verdict.INVALID else j.first_error_step))
+        k = t.annotation.first_fatal_error_step
+        rows["loc"].append([len(named), sum(s == k for s in named)] if not t.annotation.is_valid else [0, 0])
+    return {r: np.asarray(v, dtype=float) for r, v in rows.items()}
+
+
+def meta_values(rows: list[np.ndarray]) -> dict[str, float]:
+    """Meta TPR / TNR / Balanced F1 of rows pooled over seeds."""
+    s = np.sum([r.sum(0) for r in rows], axis=0)
+    c = {n: s[i] for i, n in enumerate(COLUMNS)}
+    tpr, tnr = safe_ratio(c["meta_tp"], c["pos"]), safe_ratio(c["meta_tn"], c["neg"])
+    return {"meta.tpr": float(tpr), "meta.tnr": float(tnr), "meta.balanced_f1": float(harmonic(tpr, tnr))}
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = dict(a.partition("=")[::2] for a in (sys.argv[1:] if argv is None else argv))
+    out = Path(args.get("out", "runs/item4_copy_seed2/localisation"))
+    report = json.loads((out / "report.json").read_text())
+    seeds = [int(s) for s in report["config"]["seeds"].split(",")]
+    gold = load_trajectories(out / "held_out.jsonl").records
+    runs = {"base": [out / "base"], **{a: [out / a / f"seed{s}" for s in seeds] for a in ("rough_rl", "meta_ver_rl")}}
+    rows = {a: [step_rows(gold, load_judgments(d / "heldout" / "judgments.jsonl")) for d in ds] for a, ds in runs.items()}
+    n, seed = int(args.get("bootstrap_n", 1000)), int(report["config"]["seed"])
+    result: dict[str, Any] = {"models": {}, "meta_vs_rough": {}}
+    for a, per_seed in rows.items():
+        loc = np.sum([r["loc"].sum(0) for r in per_seed], axis=0)
+        result["models"][a] = {r: meta_values([x[r] for x in per_seed]) for r in RULES}
+        result["models"][a]["per_pass"]["step_acc"] = float(safe_ratio(loc[1], loc[0]))
+    A, B = rows["meta_ver_rl"], rows["rough_rl"]
+    for r in RULES:
+        d = metric_deltas_ci(gold, [x[r] for x in A], [x[r] for x in B], n, seed, paired=True)
+        result["meta_vs_rough"][r] = {k: d[k] for k in ("meta.tnr", "meta.balanced_f1")}
+    result["meta_vs_rough"]["per_pass"]["step_acc"] = ratio_delta_ci(
+        gold, [x["loc"] for x in A], [x["loc"] for x in B], n, seed, paired=True)
+    (out / "step_rule.json").write_text(json.dumps(result, indent=1))
+    pct = lambda v: f"{100 * v:.1f}"
+    print(f"{out}: {len(gold)} held-out records, seeds {seeds}; Meta TNR / Meta BF1 by step rule")
+    for a, m in result["models"].items():
+        print(f"  {a:12s} " + "  ".join(f"{r}: {pct(m[r]['meta.tnr'])} / {pct(m[r]['meta.balanced_f1'])}" for r in RULES)
+              + f"  per-pass step acc {pct(m['per_pass']['step_acc'])}")
+    for r, d in result["meta_vs_rough"].items():
+        print(f"  meta - rough, {r}: " + "  ".join(f"{k} {100 * v[0]:+.1f} [{100 * v[1]:+.1f}, {100 * v[2]:+.1f}]"
+                                                  for k, v in d.items()))
+
+
+if __name__ == "__main__":
+    main()
