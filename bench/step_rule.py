@@ -11,14 +11,14 @@ with bootstrap CIs over problems and seed pairs (``bench_learning.metric_deltas_
 * ``per_pass``: every pass scored as a verdict of its own (Meta TPR / TNR / BF1 over passes) and the
   exact-step accuracy of the rejecting passes on invalid proofs;
 * ``earliest``: the 8-pass pessimistic verdict with the earliest step (what the bench reports);
-* ``most_named``: the same verdict with the step most rejecting passes name (ties: the earliest of them).
+* ``most_named``: the same verdict with the step most rejecting passes name (ties: the earliest of them;
+  ``judge.step_rule=most_named``, ``verifier.aggregate``).
 
 Usage: ``python bench/step_rule.py out=runs/item4_copy_seed2/localisation``. Writes ``OUT/step_rule.json``.
 """
 
 from __future__ import annotations
 
-import collections
 import json
 import sys
 from pathlib import Path
@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO))
 from bench.bench_learning import metric_deltas_ci, ratio_delta_ci
 from eval.metrics import COLUMNS, Prediction, record_row
 from eval.stats import harmonic, safe_ratio
+from verifier.aggregate import AggregationPolicy, aggregate
 from verifier.io import load_trajectories
 from verifier.judgment import load_judgments
 from verifier.meta_verifier import RuleMetaVerifier
@@ -59,8 +60,8 @@ def step_rows(gold, judgments) -> dict[str, np.ndarray]:
         rows["per_pass"].append(np.sum([_row(t, v, s) for v, s in passes], axis=0))
         rows["earliest"].append(_row(t, j.verdict, j.first_error_step))
         named = [s for v, s in passes if v is Verdict.INVALID and s >= 0]
-        mode = min(named, key=lambda s: (-collections.Counter(named)[s], s)) if named else NO_STEP
-        rows["most_named"].append(_row(t, j.verdict, mode if j.verdict is Verdict.INVALID else j.first_error_step))
+        most = aggregate(j.passes, AggregationPolicy(n=len(j.passes), step_rule="most_named"))
+        rows["most_named"].append(_row(t, most.verdict, most.first_error_step))
         k = t.annotation.first_fatal_error_step
         rows["loc"].append([len(named), sum(s == k for s in named)] if not t.annotation.is_valid else [0, 0])
     return {r: np.asarray(v, dtype=float) for r, v in rows.items()}

@@ -86,3 +86,24 @@ def test_decided_never_changes_the_decision(kind, k, unp):
 
 def test_verdict_is_enum():
     assert aggregate([ACC], AggregationPolicy(n=1)).verdict is Verdict.VALID
+
+
+def test_step_rule_reports_the_earliest_or_the_most_named_step():
+    """Issue 23 item 4: with 8 passes, one pass naming a wrong earlier step decides ``earliest``."""
+    code = [REJ[1], REJ[3], ACC, REJ[3], BAD]
+    assert aggregate(code, AggregationPolicy(n=5)).first_error_step == 1
+    assert aggregate(code, AggregationPolicy(n=5, step_rule="most_named")).first_error_step == 3
+    assert aggregate([REJ[3], REJ[1]], AggregationPolicy(n=2, step_rule="most_named")).first_error_step == 1  # tie
+    assert aggregate([ACC, ACC, REJ[3]], AggregationPolicy("majority", n=3, step_rule="most_named")
+                     ).first_error_step == -1  # accepted: no step
+    with pytest.raises(ValueError):
+        AggregationPolicy(step_rule="latest")
+
+
+def test_step_rule_is_a_judge_key():
+    from eval.judge import JudgeAppConfig
+    from verifier.config import compose
+
+    cfg = compose("judge", JudgeAppConfig, ["input=x.jsonl", "output=y.jsonl", "judge.step_rule=most_named"])
+    assert cfg.judge.aggregation().step_rule == "most_named"
+    assert compose("judge", JudgeAppConfig, ["input=x.jsonl", "output=y.jsonl"]).judge.aggregation().step_rule == "earliest"

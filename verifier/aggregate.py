@@ -4,11 +4,15 @@ Policies: ``pessimistic`` (accept only if all n passes accept; the paper's defau
 with n=8), ``k_of_n`` (accept if at least k of n accept, e.g. 3 of 4), ``majority``.
 An unparseable pass counts as a rejection by default (``unparseable="reject"``) or
 is left out (``"ignore"``); either way it is counted and reported. The accept
-fraction is the score for AUC.
+fraction is the score for AUC. A rejection reports one first error step: the earliest
+step a rejecting pass names (``step_rule="earliest"``, the default) or the step most
+rejecting passes name (``"most_named"``, ties to the earliest of them; issue 23 item 4:
+with 8 passes one pass naming a wrong earlier step decides the earliest).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
@@ -24,6 +28,7 @@ class AggregationPolicy:
     n: int = 8
     k: int | None = None  # k_of_n only
     unparseable: Literal["reject", "ignore"] = "reject"
+    step_rule: Literal["earliest", "most_named"] = "earliest"  # the step a rejection reports
 
     def __post_init__(self) -> None:
         if self.kind not in ("pessimistic", "k_of_n", "majority"):
@@ -32,6 +37,8 @@ class AggregationPolicy:
             raise InputError(f"k_of_n needs 1 <= k <= n, got k={self.k}, n={self.n}")
         if self.unparseable not in ("reject", "ignore"):
             raise InputError(f"unparseable must be reject or ignore, got {self.unparseable!r}")
+        if self.step_rule not in ("earliest", "most_named"):
+            raise InputError(f"step_rule must be earliest or most_named, got {self.step_rule!r}")
 
     @property
     def needed_accepts(self) -> int:
@@ -68,7 +75,7 @@ def _counts(passes: Sequence[VerificationOutput], policy: AggregationPolicy) -> 
 
 
 def aggregate(passes: Sequence[VerificationOutput], policy: AggregationPolicy = AggregationPolicy()) -> Aggregate:
-    """Combine passes into one verdict; the first error step is the earliest step flagged by a rejecting pass.
+    """Combine passes into one verdict; a rejection's first error step follows ``policy.step_rule``.
 
     >>> from verifier.parser import parse_verification as p, format_verification as f
     >>> ok, bad = p(f("valid", -1, "")), p(f("invalid", 3, ""))
@@ -78,6 +85,9 @@ def aggregate(passes: Sequence[VerificationOutput], policy: AggregationPolicy = 
     'valid'
     >>> aggregate([ok, p("garbage")], AggregationPolicy(n=2)).n_unparseable
     1
+    >>> two, five = p(f("invalid", 2, "")), p(f("invalid", 5, ""))
+    >>> [aggregate([two, five, five], AggregationPolicy(n=3, step_rule=r)).first_error_step for r in ("earliest", "most_named")]
+    [2, 5]
     """
     acc, rej, unp = _counts(passes, policy)
     counted = acc + rej
@@ -88,7 +98,7 @@ def aggregate(passes: Sequence[VerificationOutput], policy: AggregationPolicy = 
     else:
         accept = counted > 0 and acc * 2 > counted
     steps = [p.first_error_step for p in passes if p.ok and p.verdict is Verdict.INVALID and p.first_error_step >= 0]
-    first = NO_STEP if accept or not steps else min(steps)
+    first = NO_STEP if accept or not steps else reported_step(steps, policy.step_rule)
     return Aggregate(
         verdict=Verdict.VALID if accept else Verdict.INVALID,
         first_error_step=first,
@@ -98,6 +108,18 @@ def aggregate(passes: Sequence[VerificationOutput], policy: AggregationPolicy = 
         n_reject=rej,
         n_unparseable=unp,
     )
+
+
+def reported_step(steps: Sequence[int], rule: str = "earliest") -> int:
+    """The first error step a rejection reports, of the steps its rejecting passes name (``step_rule``).
+
+    >>> reported_step([4, 2, 4]), reported_step([4, 2, 4], "most_named"), reported_step([3, 1], "most_named")
+    (2, 4, 1)
+    """
+    if rule == "earliest":
+        return min(steps)
+    counts = Counter(steps)
+    return min(steps, key=lambda s: (-counts[s], s))
 
 
 def decided(passes: Sequence[VerificationOutput], policy: AggregationPolicy) -> bool:

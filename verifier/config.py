@@ -69,6 +69,7 @@ class JudgeConfig(Sampling):
     policy: str = "pessimistic"  # pessimistic | k_of_n | majority
     k: int | None = None  # k_of_n only (TCS-Bench: 3 of 4)
     unparseable: str = "reject"  # reject | ignore (always counted)
+    step_rule: str = "earliest"  # a rejection's step: earliest | most_named (verifier.aggregate)
     early_stop: bool = False
     waves: list[int] = field(default_factory=lambda: [1, 1, 2, 4])  # pass counts per wave
     run_seed: int = 0
@@ -83,7 +84,8 @@ class JudgeConfig(Sampling):
     rationale_chars: int = 24  # structured outputs: length of the free rationale before the answer block
 
     def aggregation(self) -> AggregationPolicy:
-        return AggregationPolicy(kind=self.policy, n=self.n, k=self.k, unparseable=self.unparseable)  # type: ignore[arg-type]
+        return AggregationPolicy(kind=self.policy, n=self.n, k=self.k, unparseable=self.unparseable,  # type: ignore[arg-type]
+                                 step_rule=self.step_rule)  # type: ignore[arg-type]
 
 
 @dataclass

@@ -37,9 +37,11 @@ class PolicyConfig:
     n: int = 1
     k: int | None = None
     unparseable: str = "reject"
+    step_rule: str = "earliest"  # earliest | most_named
 
     def policy(self) -> AggregationPolicy:
-        return AggregationPolicy(self.kind, n=self.n, k=self.k, unparseable=self.unparseable)  # type: ignore[arg-type]
+        return AggregationPolicy(self.kind, n=self.n, k=self.k, unparseable=self.unparseable,  # type: ignore[arg-type]
+                                 step_rule=self.step_rule)  # type: ignore[arg-type]
 
 
 @dataclass
