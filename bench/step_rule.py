@@ -78,6 +78,9 @@ def meta_values(rows: list[np.ndarray]) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> None:
     args = dict(a.partition("=")[::2] for a in (sys.argv[1:] if argv is None else argv))
     out = Path(args.get("out", "runs/item4_copy_seed2/localisation"))
+    if not (out / "report.json").is_file():
+        raise SystemExit(f"out={out}: no report.json (the folder of a finished bench/bench_learning.py run, "
+                         "e.g. runs/item4_copy_seed2/localisation)")
     report = json.loads((out / "report.json").read_text())
     seeds = [int(s) for s in report["config"]["seeds"].split(",")]
     gold = load_trajectories(out / "held_out.jsonl").records
