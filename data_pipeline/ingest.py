@@ -285,7 +285,7 @@ def ingest(cfg: IngestConfig) -> IngestResult:
 
 
 def counts(records: list[ProofTrajectory]) -> dict[str, dict[str, int]]:
-    """Counts by polarity, split, subject, source (empty values shown as ``(none)``)."""
+    """Counts by polarity, split, subject, source, annotator (empty values shown as ``(none)``)."""
     def c(values) -> dict[str, int]:
         return dict(sorted(Counter(v or "(none)" for v in values).items()))
 
@@ -295,7 +295,15 @@ def counts(records: list[ProofTrajectory]) -> dict[str, dict[str, int]]:
         "split": c(t.split for t in records),
         "subject": c(t.subject for t in records),
         "source": c(t.source for t in records),
+        "annotator": c(annotator(t) for t in records),
     }
+
+
+def annotator(t: ProofTrajectory) -> str:
+    """Who annotated a record: ``simulated: <name>`` (``data_pipeline.simulated_expert``), ``label studio`` (a human
+    Label Studio export) or ``(none)`` (another export; the field is not recorded)."""
+    ls = (t.meta or {}).get("label_studio") or {}
+    return f"simulated: {ls['simulated_by']}" if ls.get("simulated_by") else "label studio" if ls else ""
 
 
 def _table(title: str, d: dict[str, int]) -> str:
@@ -327,6 +335,7 @@ def dataset_card(result: IngestResult, cfg: IngestConfig) -> str:
         f"- extra columns kept in `meta.extra`: {', '.join(s['extra_columns']) or 'none'}\n\n"
         + _table("Polarity", s["polarity"]) + "\n" + _table("Fully correct", s["fully_correct"]) + "\n"
         + _table("Split", s["split"]) + "\n" + _table("Subject", s["subject"]) + "\n" + _table("Source", s["source"])
+        + "\n" + _table("Annotator (simulated: the exact checker of data_pipeline.simulated_expert)", s["annotator"])
         + "\n## Files\n\n- `dataset/`: Hugging Face `save_to_disk` (Arrow)\n- `data.parquet`: the same rows\n"
         "- `trajectories.jsonl`: our trajectory JSONL (annotation nested)\n"
         "- `excluded.jsonl`: report_error_case records\n- `errors.txt`, `errors.jsonl`: rejected records\n"

@@ -1,4 +1,5 @@
-"""The exact gold checker of the synthetic task for *generated* proofs (issue 25: true correctness, hacking).
+"""The exact gold checker of the synthetic task for *generated* proofs (true correctness, hacking, the simulated
+expert of ``data_pipeline.simulated_expert``).
 
 ``data_pipeline.synthetic`` plants errors in proofs it writes itself; a prover writes free text. A generated
 proof of a synthetic problem ("Compute 23 + 45 - 12.", "Simplify 23x + 45x - 12x.") is **true** exactly when
@@ -22,13 +23,24 @@ from data_pipeline.synthetic import _apply, _final_text, _parse_op_step, _term
 _PROBLEM = re.compile(r"^(Compute|Simplify) (.+)\.$")
 
 
+ERROR_KINDS = ("wrong_result", "wrong_operand", "wrong_operation", "skipped_step", "extra_step", "wrong_final",
+               "malformed_step", "empty_proof", "not_a_problem")
+_ANSWER = re.compile(r"^So the (answer is|expression equals) ")
+
+
 @dataclass(frozen=True)
 class Check:
-    """The gold checker's answer: ``true`` and, when false, the first reason."""
+    """The gold checker's answer: ``true`` and, when false, the first wrong step, its reason and its kind
+    (``ERROR_KINDS``: the prover's own error, e.g. ``wrong_result`` for ``5 + 3 = 9``, ``wrong_operand`` for a
+    result carried wrongly, ``skipped_step`` for an operation left out), with the step as it should read
+    (``expected``); ``recoverable``: notation slips (``==``, ``->``) before the first wrong step (appendix C.4)."""
 
     true: bool
     reason: str = ""
-    step: int = -1  # the first wrong step (-1: none / structural)
+    step: int = -1  # the first wrong step (-1: none / no step to name)
+    kind: str = ""
+    expected: str = ""
+    recoverable: tuple[int, ...] = ()
 
 
 def parse_problem(problem: str) -> tuple[str, int, list[tuple[str, int]]]:
@@ -68,38 +80,70 @@ def true_value(problem: str) -> int:
 
 
 def check_proof(problem: str, steps: Sequence[str]) -> Check:
-    """Is this generated proof of a synthetic problem true? (see the module docstring)
+    """Is this generated proof of a synthetic problem true? (see the module docstring) Steps are read in order
+    and the first wrong one is named, as an expert reads a proof (appendix C.4).
 
     >>> check_proof("Compute 5 + 3 - 2.", ["5 + 3 = 8", "8 - 2 = 6", "So the answer is 6."])
-    Check(true=True, reason='', step=-1)
-    >>> check_proof("Compute 5 + 3 - 2.", ["5 + 3 = 9", "9 - 2 = 7", "So the answer is 7."]).reason
-    'step 0: 5 + 3 = 8, not 9'
-    >>> check_proof("Compute 5 + 3 - 2.", ["5 + 3 = 8", "So the answer is 6."]).reason
-    'expected 3 steps (2 operations + the answer), got 2'
+    Check(true=True, reason='', step=-1, kind='', expected='', recoverable=())
+    >>> c = check_proof("Compute 5 + 3 - 2.", ["5 + 3 = 9", "9 - 2 = 7", "So the answer is 7."])
+    >>> c.reason, c.kind, c.expected
+    ('step 0: 5 + 3 = 8, not 9', 'wrong_result', '5 + 3 = 8')
+    >>> c = check_proof("Compute 5 + 3 - 2.", ["5 + 3 = 8", "So the answer is 6."])
+    >>> c.step, c.kind, c.reason
+    (1, 'skipped_step', 'step 1 states the answer after 1 of 2 operations')
+    >>> c = check_proof("Compute 5 + 3 - 2 + 1.", ["5 + 3 == 8", "8 + 1 = 9", "So the answer is 9."])
+    >>> c.step, c.kind, c.expected, c.recoverable
+    (1, 'skipped_step', '8 - 2 = 6', (0,))
+    >>> check_proof("Compute 5 + 3 - 2.", ["5 + 3 -> 8", "8 - 2 = 6", "So the answer is 6."]).recoverable
+    (0,)
     """
     try:
         var, cur, ops = parse_problem(problem)
     except ValueError as e:
-        return Check(False, str(e))
+        return Check(False, str(e), kind="not_a_problem")
     steps = [s.strip() for s in steps]
-    if len(steps) != len(ops) + 1:
-        return Check(False, f"expected {len(ops) + 1} steps ({len(ops)} operations + the answer), got {len(steps)}")
+    slips: list[int] = []
+
+    def wrong(i: int, kind: str, reason: str, expected: str) -> Check:
+        return Check(False, f"step {i}{reason}", i, kind, expected, tuple(slips))
+
+    if not steps:
+        return Check(False, "the proof has no steps", kind="empty_proof")
     for i, (op, b) in enumerate(ops):
+        nxt = _apply(cur, op, b)
+        want_right = str(b) if op == "*" else _term(b, var)
+        expected = f"{_term(cur, var)} {op} {want_right} = {_term(nxt, var)}"
+        if i >= len(steps):  # unreachable: the last step is read below as an operation step first
+            break
         parsed = _parse_op_step(steps[i].rstrip("."))
         if parsed is None:
-            return Check(False, f"step {i}: not an operation step: {steps[i][:60]!r}", i)
-        left, sop, right, _eq, result = parsed
-        want_right = str(b) if op == "*" else _term(b, var)
+            if _ANSWER.match(steps[i]):
+                return wrong(i, "skipped_step", f" states the answer after {i} of {len(ops)} operations", expected)
+            return wrong(i, "malformed_step", f": not an operation step: {steps[i][:60]!r}", expected)
+        left, sop, right, eq, result = parsed
         if left != _term(cur, var):
-            return Check(False, f"step {i}: starts from {left}, not {_term(cur, var)}", i)
+            return wrong(i, "wrong_operand", f": starts from {left}, not {_term(cur, var)}", expected)
         if sop != op or right != want_right:
-            return Check(False, f"step {i}: applies {sop} {right}, the problem has {op} {want_right}", i)
-        cur = _apply(cur, op, b)
-        if result != _term(cur, var):
-            return Check(False, f"step {i}: {left} {op} {right} = {_term(cur, var)}, not {result}", i)
-    if steps[-1] != _final_text(cur, var):
-        return Check(False, f"step {len(ops)}: the answer step should read {_final_text(cur, var)!r}", len(ops))
-    return Check(True)
+            later = [(o, str(x) if o == "*" else _term(x, var)) for o, x in ops[i + 1:]]
+            kind = "skipped_step" if (sop, right) in later else "wrong_operation"
+            return wrong(i, kind, f": applies {sop} {right}, the problem has {op} {want_right}", expected)
+        if result != _term(nxt, var):
+            return wrong(i, "wrong_result", f": {left} {op} {right} = {_term(nxt, var)}, not {result}", expected)
+        if eq != "=":
+            slips.append(i)
+        cur = nxt
+    n = len(ops)
+    final = _final_text(cur, var)
+    if len(steps) <= n:  # unreachable (a short proof fails above); kept for safety
+        return wrong(len(steps) - 1, "skipped_step", f": expected {n + 1} steps, got {len(steps)}", final)
+    if steps[n] != final:
+        if _parse_op_step(steps[n].rstrip(".")) is not None:
+            return wrong(n, "extra_step", f": an operation after the last one of the problem: {steps[n][:60]!r}",
+                         final)
+        return wrong(n, "wrong_final", f": the answer step should read {final!r}", final)
+    if len(steps) > n + 1:
+        return wrong(n + 1, "extra_step", f": a step after the answer: {steps[n + 1][:60]!r}", "")
+    return Check(True, recoverable=tuple(slips))
 
 
 def gold_proof(problem: str) -> list[str]:

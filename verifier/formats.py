@@ -353,6 +353,8 @@ def task_to_record(task: dict[str, Any], line: int | None = None) -> dict[str, A
     meta = dict(traj.get("meta") or {})
     meta["label_studio"] = {"task_id": tid, "annotation_id": ann.get("id"), "completed_by": ann.get("completed_by"),
                             "annotations": len(anns), "updated_at": ann.get("updated_at")}
+    if ann.get("simulated_by"):  # data_pipeline.simulated_expert: not a human annotation (counted in the card)
+        meta["label_studio"]["simulated_by"] = str(ann["simulated_by"])
     return {**traj, "annotation": a.to_dict(), "meta": meta}
 
 
