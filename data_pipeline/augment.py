@@ -6,9 +6,10 @@
 For each invalid annotated trajectory with expert correction suggestions, the generator
 (a configured model, or with ``own_model=true`` the proof's own ``generator`` mapped through
 ``model_map`` to a served model) is prompted with ``verifier.templates.repair_prompt``; the
-answer is split into steps with ``split_proof_steps``; each repair is verified by every
-verifier endpoint with ``verify.n`` passes under the pessimistic policy (the one runner
-``verifier.runner.judge`` with the one judge config ``verify``, ``verifier.aggregate``): accepted only if every verifier accepts in every pass. Accepted
+answer is split into steps with ``split_proof_steps``; each repair is verified (``check=verifiers``, the
+default) by every verifier endpoint with ``verify.n`` passes under the pessimistic policy (the one runner
+``verifier.runner.judge`` with the one judge config ``verify``, ``verifier.aggregate``): accepted only if every verifier accepts in every pass;
+``check=exact`` takes the synthetic task's exact checker as the strong model instead. Accepted
 repairs become positive samples (``positives.jsonl``: same problem id, annotation with no
 fatal error, provenance in ``meta.augmentation``: parent id, repair model, verifier votes);
 rejected repairs and their reasons go to ``rejected.jsonl``; trajectories that are not
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from data_pipeline.synthetic_check import check_proof
 from verifier.config import hydra_main
 from verifier.engine import Completion, EndpointConfig, OpenAIEngine
 from verifier.errors import InputError
@@ -63,6 +65,9 @@ class AugmentConfig:
     max_tokens: int = 2048
     min_steps: int = 1  # a repair with fewer steps is rejected
     verifiers: list[EndpointConfig] = field(default_factory=lambda: [EndpointConfig()])
+    # the strong check a repair must pass: ``verifiers`` (every verifier endpoint, every pass) or ``exact`` (the
+    # exact checker of the synthetic task, ``data_pipeline.synthetic_check``, as the "strong model")
+    check: str = "verifiers"
     # the one judge config (configs/judge/default.yaml); pessimistic, early stop at the first rejecting pass
     verify: JudgeConfig = field(default_factory=lambda: JudgeConfig(early_stop=True))
     batch_size: int = 32  # trajectories per persisted batch
@@ -177,14 +182,31 @@ def vote(verifier: str, j: Judgment) -> dict[str, Any]:
             "pass_verdicts": [p.verdict.value if p.verdict else p.status.value for p in j.passes]}
 
 
+def exact_vote(r: ProofTrajectory) -> dict[str, Any]:
+    """The exact checker's decision on a repair of a synthetic problem (``check=exact``), shaped as a vote.
+
+    >>> t = ProofTrajectory("t-repair0", "p", "Compute 5 + 3.", ("5 + 3 = 8", "So the answer is 8."))
+    >>> v = exact_vote(t); v["accepted"], v["verifier"]
+    (True, 'exact-checker')
+    """
+    c = check_proof(r.problem, r.proof_steps)
+    verdict = "valid" if c.true else "invalid"
+    return {"id": r.id, "verifier": "exact-checker", "status": "ok", "verdict": verdict, "accepted": c.true,
+            "n_passes": 1, "n_accept": int(c.true), "n_reject": int(not c.true), "n_unparseable": 0,
+            "first_error_step": c.step, "pass_verdicts": [verdict], "reason": c.reason}
+
+
 def _verify(repairs: list[ProofTrajectory], cfg: AugmentConfig) -> list[list[dict[str, Any]]]:
-    """Votes of every verifier on every repair: the one runner once per verifier (seeds differ by verifier).
+    """Votes of every verifier on every repair: the one runner once per verifier (seeds differ by verifier), or
+    with ``check=exact`` the exact checker's.
 
     A repair whose requests failed gets a ``request_failed`` vote (not a decision: retried next run).
     """
     votes: list[list[dict[str, Any]]] = [[] for _ in repairs]
     if not repairs:
         return votes
+    if cfg.check == "exact":
+        return [[exact_vote(r)] for r in repairs]
     for k, ep in enumerate(cfg.verifiers):
         jc = dataclasses.replace(cfg.verify, run_seed=cfg.verify.run_seed + 1000 * k)
         res = judge(repairs, OpenAIEngine(ep), jc, None, to_row=lambda j, m=ep.model: vote(m, j))
@@ -230,7 +252,9 @@ def run(cfg: AugmentConfig) -> dict[str, Any]:
     """Repair, verify, and append accepted/rejected repairs; returns the summary (also written)."""
     if not cfg.input or not cfg.out:
         raise InputError("augment config: input=PATH and out=DIR are required")
-    if not cfg.verifiers:
+    if cfg.check not in ("verifiers", "exact"):
+        raise InputError(f"augment config, field 'check': use verifiers or exact, got {cfg.check!r}")
+    if cfg.check == "verifiers" and not cfg.verifiers:
         raise InputError("augment config, field 'verifiers': at least one verifier endpoint is required")
     if cfg.attempts < 1 or cfg.batch_size < 1 or cfg.verify.n < 1:
         raise InputError("augment config: attempts, batch_size and verify.n must be >= 1")
@@ -255,7 +279,8 @@ def run(cfg: AugmentConfig) -> dict[str, Any]:
         "input": cfg.input, "trajectories": len(trajs), "candidates": len(cands), "attempts": cfg.attempts,
         "not_candidates": dict(not_cand), "resumed_done": s["already_done"], "this_run": outcome_counts(s),
         "positives_total": _count(pos_path), "rejected_total": _count(rej_path),
-        "verifiers": [v.model for v in cfg.verifiers], "passes_per_verifier": cfg.verify.n,
+        "check": cfg.check, "verifiers": [v.model for v in cfg.verifiers] if cfg.check == "verifiers" else
+        ["exact-checker"], "passes_per_verifier": cfg.verify.n if cfg.check == "verifiers" else 1,
     }
     (out / "augment_summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     return summary

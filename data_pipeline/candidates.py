@@ -60,6 +60,7 @@ class CriticConfig(Sampling):
 
     n: int = 1  # passes (critic=verifier: pessimistic over n; critic=self: usually 1)
     with_reference: bool = False  # show the problem's reference solution to the critic
+    template: str | None = None  # prompt template (verifier/prompts); null: verify (critic=verifier), critique_proof
     # extra request body for critique requests only (e.g. vLLM structured outputs for the answer block);
     # null: the critic endpoint's own extra_body
     extra_body: Any = None
@@ -79,6 +80,9 @@ class CandidatesConfig:
     critique: CriticConfig = field(default_factory=CriticConfig)
     stop_when_accepted: bool = True  # do not revise a version the critic accepts
     temperature: float = 1.0
+    # one sampling temperature per generator (several generators: a model at a few temperatures may be listed
+    # twice); empty: ``temperature`` for every generator
+    temperatures: list[float] = field(default_factory=list)
     top_p: float = 1.0
     max_tokens: int = 2048
     batch_size: int = 32  # versions per persisted batch
@@ -117,7 +121,7 @@ def _critique(versions: list[ProofTrajectory], cfg: CandidatesConfig) -> list[di
             ep = dataclasses.replace(ep, extra_body=cfg.critique.extra_body)
         jc = JudgeConfig(n=cfg.critique.n, policy="pessimistic", early_stop=False, run_seed=cfg.run_seed,
                          with_reference=cfg.critique.with_reference,
-                         template="verify" if cfg.critic == "verifier" else "critique_proof",
+                         template=cfg.critique.template or ("verify" if cfg.critic == "verifier" else "critique_proof"),
                          temperature=cfg.critique.temperature, top_p=cfg.critique.top_p,
                          max_tokens=cfg.critique.max_tokens)
         js = judge_trajectories([versions[i] for i in idx], OpenAIEngine(ep), jc)
@@ -209,6 +213,7 @@ def _outcome(t: GenTask, c: Completion, g: int, cfg: CandidatesConfig) -> Outcom
     v = _trajectory(t.problem, g, cfg.generators[g].model, t.sample, t.round, split_proof_steps(c.text),
                     parent.id if parent else None, crit, cfg.critic if parent else None)
     v.meta["candidate"]["finish_reason"] = c.finish_reason  # "length": cut at max_tokens
+    v.meta["candidate"]["temperature"] = cfg.temperatures[g] if cfg.temperatures else cfg.temperature
     return Outcome(v.to_dict(), counts={"truncated": int(c.finish_reason == "length"), f"written_round_{t.round}": 1})
 
 
@@ -233,6 +238,9 @@ def run(cfg: CandidatesConfig) -> dict[str, Any]:
         raise InputError("candidates config, field 'generators': at least one generator endpoint is required")
     if cfg.k < 1 or cfg.rounds < 0 or cfg.batch_size < 1 or cfg.critique.n < 1:
         raise InputError("candidates config: k, batch_size and critique.n must be >= 1, rounds >= 0")
+    if cfg.temperatures and len(cfg.temperatures) != len(cfg.generators):
+        raise InputError(f"candidates config, field 'temperatures': one per generator ({len(cfg.generators)}), got "
+                         f"{len(cfg.temperatures)}")
     if cfg.critic not in ("self", "verifier"):
         raise InputError(f"candidates config, field 'critic': use self or verifier, got {cfg.critic!r}")
     problems = load_proofbench_problems(cfg.problems)[: cfg.limit]
@@ -244,8 +252,9 @@ def run(cfg: CandidatesConfig) -> dict[str, Any]:
     done, skip = _load_done(path, skipped_path)
     resumed = len(done) + len(skip)
     engines = [OpenAIEngine(ep) for ep in cfg.generators]
-    gen_cfg = GenerationConfig(temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens,
-                               run_seed=cfg.run_seed, chunk_size=cfg.batch_size)
+    gen_cfgs = [GenerationConfig(temperature=cfg.temperatures[g] if cfg.temperatures else cfg.temperature,
+                                 top_p=cfg.top_p, max_tokens=cfg.max_tokens, run_seed=cfg.run_seed,
+                                 chunk_size=cfg.batch_size) for g in range(len(cfg.generators))]
     stats: Counter = Counter()
     total = len(problems) * len(cfg.generators) * cfg.k * (cfg.rounds + 1)
     by_pid = {p.id: p for p in problems}
@@ -256,7 +265,7 @@ def run(cfg: CandidatesConfig) -> dict[str, Any]:
             else:  # the versions of the previous round (the runner skips those revised or stopped already)
                 tasks = [GenTask(by_pid[p.id], s, rnd, key=version_id(p.id, g, s, rnd), meta=done[parent])
                          for p in problems for s in range(cfg.k) if (parent := version_id(p.id, g, s, rnd - 1)) in done]
-            res = generate(tasks, engine, gen_cfg, path, rejects=skipped_path, prompt=_prompt,
+            res = generate(tasks, engine, gen_cfgs[g], path, rejects=skipped_path, prompt=_prompt,
                          condition=(lambda chunk: _condition(chunk, cfg)) if rnd else None,
                          outcome=lambda pairs, g=g: [_outcome(t, c, g, cfg) for t, c in pairs],
                          progress=cfg.progress, desc=f"candidates (generator {g}, round {rnd})", budget_key="max_tokens")
@@ -266,6 +275,7 @@ def run(cfg: CandidatesConfig) -> dict[str, Any]:
     reasons = Counter(r["reason"] for r in read_jsonl(skipped_path)) if skipped_path.exists() else Counter()
     summary = {
         "problems": len(problems), "generators": [ep.model for ep in cfg.generators], "k": cfg.k,
+        "temperatures": [c.temperature for c in gen_cfgs],
         "rounds": cfg.rounds, "critic": cfg.critic, "resumed_done": resumed, "this_run": dict(stats),
         "candidates_total": len(done), "by_round": {str(k): v for k, v in sorted(rounds.items())},
         "skipped_by_reason": dict(sorted(reasons.items())), "versions_planned": total,

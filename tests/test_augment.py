@@ -132,3 +132,30 @@ def test_cli_with_the_unguided_tiny_model(endpoint, tmp_path, annotated):
     assert "positives=0 rejected=2" in r.stdout
     for row in read_jsonl(tmp_path / "cli" / "rejected.jsonl"):
         assert row["reason"] in ("verifier_rejected", "unparseable_repair")
+
+
+def test_exact_checker_as_the_strong_model(endpoint, tmp_path):
+    """``check=exact``: the synthetic task's exact checker decides (no verifier endpoint is asked); a repair is kept
+    exactly when it is true. The generator is steered to write two-step repairs of "Compute A + B." problems, some
+    of which are right."""
+    from data_pipeline.synthetic_check import check_proof
+
+    trajs = generate_synthetic(40, seed=3, valid_fraction=0.0, min_steps=2, max_steps=2, ops="+", max_operand=9,
+                               min_operand=1, proofs_per_problem=1, recoverable_rate=0.0, subjects=["arithmetic"])
+    trajs = trajs[:12]
+    write_jsonl(tmp_path / "ann.jsonl", [t.to_dict() for t in trajs])
+    regex = r"Step 0: [1-9] \+ [1-9] = [1-9][0-9]?\nStep 1: So the answer is [1-9][0-9]?\."
+    gen = dataclasses.replace(endpoint, extra_body={"structured_outputs": {"regex": regex}})
+    dead = dataclasses.replace(endpoint, base_url="http://127.0.0.1:9/v1")  # never asked
+    s = run(AugmentConfig(input=str(tmp_path / "ann.jsonl"), out=str(tmp_path / "aug"), generator=gen,
+                          verifiers=[dead], check="exact", attempts=4, max_tokens=32, progress=False))
+    assert s["check"] == "exact" and s["verifiers"] == ["exact-checker"]
+    pos = load_trajectories(tmp_path / "aug" / "positives.jsonl").records
+    rej = read_jsonl(tmp_path / "aug" / "rejected.jsonl")
+    assert len(pos) + len(rej) == 12 * 4
+    assert all(check_proof(p.problem, p.proof_steps).true for p in pos)
+    for r in rej:
+        assert r["reason"] == "verifier_rejected" and r["verifier_votes"][0]["verifier"] == "exact-checker"
+        assert r["verifier_votes"][0]["reason"]
+    with pytest.raises(Exception, match="check"):
+        run(AugmentConfig(input=str(tmp_path / "ann.jsonl"), out=str(tmp_path / "x"), check="oracle"))
