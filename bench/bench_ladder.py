@@ -1,0 +1,554 @@
+"""`make bench-ladder`: Table 3 (section 5.4) on proofs a prover wrote, with a simulated expert (issue: Table 3 in shape).
+
+Every stage is the user's own command path at CPU scale; the synthetic task's exact checker
+(``data_pipeline.synthetic_check``) stands in for the expert (``data_pipeline.simulated_expert``) and labels the
+held-out proofs, so every rung is measured against exact truth:
+
+1. ``provers``: the tiny model SFT'd on gold proofs (B.1 prompt, plus the revision and repair prompts so that it
+   can follow a critique or an expert's correction), checkpoints at ``prover_ckpts`` steps: provers of different
+   true accuracies; ``verifier``: the SFT warm start on planted errors (``base``: the errors we plant);
+2. ``candidates``: served provers (vLLM), each at ``temperatures``, ``k`` proofs per problem with ``rounds`` of
+   iterative revision criticised by the served warm-start verifier (``data_pipeline.candidates``), on annotation-
+   pool problems and on held-out problems (in no training set); the held-out proofs are labelled by the checker;
+   the error mix and true rate per generator are reported;
+3. ``selection``: verifier-uncertainty selection of ``budget`` pool proofs (``data_pipeline.selection``, 8 passes),
+   and a random queue of the same size; each queue goes ``annotate export`` -> simulated expert (Label Studio
+   export) -> ``data_pipeline.ingest``; ``augment``: the prover repairs each invalid annotated proof from the
+   expert's correction, kept only if the strong check passes (``repair_check``: exact | verifiers);
+4. ``grpo_data``: the variants base / extra_ann / pos_aug (and extra_ann from the random queue) with
+   ``data_pipeline.grpo_dataset`` over one held-out set;
+5. ``rows``: GRPO (``training.grpo.run``) from the warm start, ``seeds`` per row: rough_rl and meta_ver_rl (base),
+   extra_ann, pos_aug, extra_ann_random; every model judged on the held-out prover proofs with 8 passes. Rows
+   1-5 are scored per pass (one verification per proof, the paper's protocol before Pess-Ver); pess_ver is
+   pos_aug's weights scored by the 8-pass pessimistic decision.
+
+Resumable: each stage records its settings (``bench/bench_learning.done_stage``); a killed run re-run with the same
+options resumes at the stage it was in; other options are an error naming them. Options as ``key=value``
+(``LadderConfig``); ``until=STAGE`` stops after a stage. Writes OUT/report.{json,md} and OUT/ladder.png. Last line,
+exactly: ``meta_vs_rough_meta_f1=<r> meta_vs_rough_ci_low=<r> extra_ann_meta_tnr_delta=<r> extra_ann_ci_low=<r>
+pos_aug_tpr_delta=<r> pos_aug_ci_low=<r> pess_tnr_delta=<r> pess_ci_low=<r> final_vs_base_meta_f1=<r>
+final_vs_base_ci_low=<r> selection_vs_random_meta_f1=<r> selection_vs_random_ci_low=<r> false_accept_base=<r>
+false_accept_final=<r>``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("WANDB_SILENT", "true")
+
+STAGES = ("provers", "verifier", "candidates", "selection", "augment", "grpo_data", "rows", "report")
+ROWS = ("rough_rl", "meta_ver_rl", "extra_ann", "pos_aug", "extra_ann_random")
+# row -> (data root, variant, reward components)
+ROW_DATA = {"rough_rl": ("data", "base", {"rough": 1.0, "meta": 0.0}), "meta_ver_rl": ("data", "base", {"meta": 1.0}),
+            "extra_ann": ("data", "extra_ann", {"meta": 1.0}), "pos_aug": ("data", "pos_aug", {"meta": 1.0}),
+            "extra_ann_random": ("data_random", "extra_ann", {"meta": 1.0})}
+
+
+@dataclass
+class LadderConfig:
+    out: str = "runs/bench_ladder"
+    seed: int = 0  # model, data and SFT seed
+    seeds: str = "0,1,2"  # GRPO seeds of every trained row
+    until: str = "report"  # stop after this stage
+    workers: int = 2  # GRPO rows in this many processes (1 core each)
+    # model and task (the demo's tiny model; 3-step chains of one-digit operands)
+    hidden_size: int = 128
+    num_layers: int = 2
+    intermediate_size: int = 384
+    min_steps: int = 3
+    max_steps: int = 3
+    max_operand: int = 9
+    # provers: SFT on gold proofs; a checkpoint at each of these steps is a generator
+    n_prover_sft: int = 2000
+    prover_ckpts: str = "400,1200"
+    prover_lr: float = 3e-3
+    sft_batch: int = 16
+    temperatures: str = "0.5,1.0"  # every checkpoint at each temperature: several generators
+    # verifier warm start: planted errors only (what the verifier knew before the pipeline)
+    n_verifier_sft: int = 3600
+    verifier_sft_steps: int = 300
+    verifier_lr: float = 3e-3
+    style: str = "check"
+    max_completion_length: int = 112
+    # candidates
+    n_pool_problems: int = 150  # annotation pool
+    n_heldout_problems: int = 60  # held-out proofs: k x generators x (rounds + 1) per problem, at most
+    k: int = 2
+    rounds: int = 1
+    prover_max_tokens: int = 64
+    # selection and annotation
+    budget: int = 120  # proofs the expert annotates (uncertainty and random queues alike)
+    per_problem_cap: int = 2
+    select_passes: int = 8
+    repair_check: str = "exact"  # exact | verifiers (the warm-start verifier, 8 pessimistic passes)
+    repair_attempts: int = 2
+    # GRPO rows (the same budget for every row)
+    n_grpo: int = 256  # base: planted-error records on fresh problems
+    grpo_steps: int = 32
+    grpo_batch: int = 32
+    num_generations: int = 8
+    grpo_lr: float = 3e-5
+    temperature: float = 0.5
+    eval_passes: int = 8
+    bootstrap_n: int = 1000
+    resume: bool = True
+    only: str = ""  # worker: "row/seed,row/seed" (internal)
+
+
+def parse_options(argv: list[str]) -> LadderConfig:
+    """``key=value`` options onto ``LadderConfig``; an unknown or ill-typed key is one clear error."""
+    cfg = LadderConfig()
+    types = {f.name: f for f in dataclasses.fields(cfg)}
+    for a in argv:
+        k, eq, v = a.partition("=")
+        if not eq or k not in types:
+            raise SystemExit(f"bench-ladder: unknown option {a!r}; options: {', '.join(types)}")
+        cur = getattr(cfg, k)
+        try:
+            setattr(cfg, k, v.lower() in ("1", "true", "yes") if isinstance(cur, bool) else type(cur)(v))
+        except ValueError:
+            raise SystemExit(f"bench-ladder: option {k}={v!r}: expected {type(cur).__name__}") from None
+    if cfg.until not in STAGES:
+        raise SystemExit(f"bench-ladder: until={cfg.until!r}: use one of {', '.join(STAGES)}")
+    if cfg.repair_check not in ("exact", "verifiers"):
+        raise SystemExit(f"bench-ladder: repair_check={cfg.repair_check!r}: use exact or verifiers")
+    if cfg.grpo_batch % cfg.num_generations or cfg.budget < 1 or cfg.eval_passes < 1:
+        raise SystemExit("bench-ladder: grpo_batch must be a multiple of num_generations; budget, eval_passes >= 1")
+    return cfg
+
+
+def task(cfg: LadderConfig) -> dict[str, Any]:
+    return {"min_steps": cfg.min_steps, "max_steps": cfg.max_steps, "max_operand": cfg.max_operand,
+            "recoverable_rate": 0.0, "qe_fraction": 0.0, "subjects": ["arithmetic"], "problem_id_from_text": True}
+
+
+def prover_sft_rows(problems, seed: int) -> list[dict[str, Any]]:
+    """The prover's SFT data: the B.1 prompt, the revision prompt (a critique of a flawed proof) and the repair prompt
+    (the expert's review, section 4.2), each answered with the gold proof."""
+    from data_pipeline.candidates import revision_prompt
+    from data_pipeline.simulated_expert import expert_annotation
+    from data_pipeline.synthetic import generate_synthetic
+    from data_pipeline.synthetic_check import gold_proof, proof_text
+    from verifier.generation import Condition
+    from verifier.templates import as_messages, generation_prompt, repair_prompt
+
+    flawed = {t.problem: t for t in generate_synthetic(len(problems) * 2, seed=seed, valid_fraction=0.0,
+                                                       error_delta_min=1, error_delta_max=3, recoverable_rate=0.0,
+                                                       min_steps=3, max_steps=3, max_operand=9,
+                                                       subjects=["arithmetic"], problem_id_from_text=True)}
+    rows, rng = [], random.Random(seed)
+    for p in problems:
+        gold = proof_text(gold_proof(p.problem))
+        prompt = generation_prompt(p.problem)
+        t = flawed.get(p.problem)
+        if t is not None and rng.random() < 0.5:
+            ann, _ = expert_annotation(t.problem, t.proof_steps)
+            if rng.random() < 0.5:
+                prompt = revision_prompt(p.problem, Condition(t.id, t.proof_steps, ann.reviewer_comment, "invalid",
+                                                              ann.first_fatal_error_step))
+            else:
+                prompt = repair_prompt(dataclasses.replace(t, annotation=ann))
+        rows.append({"prompt": as_messages(prompt), "completion": [{"role": "assistant", "content": gold}]})
+    return rows
+
+
+def error_mix(trajs) -> dict[str, Any]:
+    """Per generator (model @ temperature): proofs, true rate, and the first error's kind (exact checker)."""
+    from data_pipeline.synthetic_check import check_proof
+
+    out: dict[str, Any] = {}
+    for t in trajs:
+        c = (t.meta or {}).get("candidate") or {}
+        g = out.setdefault(f"{Path(str(c.get('model'))).name}@T{c.get('temperature')}", {"n": 0, "true": 0,
+                                                                                        "kinds": Counter()})
+        chk = check_proof(t.problem, t.proof_steps)
+        g["n"] += 1
+        g["true"] += chk.true
+        g["kinds"][chk.kind or "true"] += 1
+    return {k: {"n": v["n"], "true_rate": v["true"] / v["n"], "kinds": dict(v["kinds"].most_common())}
+            for k, v in sorted(out.items())}
+
+
+def label_held_out(trajs) -> list[Any]:
+    """Held-out prover proofs with the exact checker's appendix-C annotation (evaluation labels)."""
+    from data_pipeline.simulated_expert import expert_annotation
+
+    return [dataclasses.replace(t, annotation=expert_annotation(t.problem, t.proof_steps)[0]) for t in trajs
+            if not expert_annotation(t.problem, t.proof_steps)[0].report_error_case]
+
+
+class Bench:
+    """The stages, each resumable (a marker with the stage's settings)."""
+
+    def __init__(self, cfg: LadderConfig, argv: list[str]):
+        self.cfg, self.argv, self.out = cfg, argv, Path(cfg.out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.t0 = time.monotonic()
+        self.servers: dict[str, Any] = {}
+
+    def log(self, msg: str) -> None:
+        print(f"[bench-ladder {time.monotonic() - self.t0:6.0f}s] {msg}", flush=True)
+
+    def stage(self, name: str, settings: dict[str, Any], fn) -> Any:
+        from bench.bench_learning import done_stage, mark_done
+
+        marker = self.out / name / "bench_done.json"
+        settings = json.loads(json.dumps(settings, default=str))
+        if done_stage(marker, settings, self.cfg.resume):
+            self.log(f"{name}: resumed (finished with these settings)")
+            return json.loads((self.out / name / "result.json").read_text())
+        (self.out / name).mkdir(parents=True, exist_ok=True)
+        t = time.monotonic()
+        result = fn(self.out / name)
+        (self.out / name / "result.json").write_text(json.dumps(result, indent=1, default=str))
+        mark_done(marker, settings)
+        self.log(f"{name}: done in {time.monotonic() - t:.0f}s")
+        return result
+
+    # ------------------------------------------------------------------ servers
+    def serve(self, name: str, model: str) -> Any:
+        from verifier.engine import EndpointConfig
+        from verifier.serve import ServeConfig, VLLMServer
+
+        if name not in self.servers:
+            from bench.bench_prover import _free_port
+
+            self.servers[name] = VLLMServer(ServeConfig(
+                model=model, served_model_name=name, port=_free_port(), api_key=None,
+                log_file=str(self.out / f"vllm-{name}.log"), max_model_len=1024,
+                max_num_batched_tokens=1024)).start()
+        s = self.servers[name]
+        return EndpointConfig(base_url=s.base_url, model=name, max_concurrency=64, timeout_s=300, max_retries=2)
+
+    def stop_servers(self) -> None:
+        for s in self.servers.values():
+            s.stop()
+        self.servers.clear()
+
+    # ------------------------------------------------------------------ stages
+    def problems(self) -> dict[str, list[Any]]:
+        """Problems: prover SFT (seed+1), verifier data (its own), pool (seed+2), held-out (seed+3); a held-out
+        problem is in no training set (the one leak check, by text)."""
+        from training.prover_reward import synthetic_problems
+
+        cfg, t = self.cfg, task(self.cfg)
+        t = {k: v for k, v in t.items() if k != "problem_id_from_text"}
+        sft = synthetic_problems(cfg.n_prover_sft, cfg.seed + 1, **t)
+        pool = synthetic_problems(cfg.n_pool_problems * 3, cfg.seed + 2, **t)
+        held = synthetic_problems(cfg.n_heldout_problems * 6, cfg.seed + 3, **t)
+        seen = {p.problem for p in sft}
+        pool = [p for p in pool if p.problem not in seen][: cfg.n_pool_problems]
+        seen |= {p.problem for p in pool}
+        held = [p for p in held if p.problem not in seen][: cfg.n_heldout_problems]
+        if len(held) < cfg.n_heldout_problems or len(pool) < cfg.n_pool_problems:
+            raise SystemExit(f"bench-ladder: only {len(pool)} pool and {len(held)} held-out problems outside the "
+                             "training sets: lower n_pool_problems / n_heldout_problems or raise max_operand")
+        return {"sft": sft, "pool": pool, "held": held}
+
+    def provers(self, d: Path) -> dict[str, Any]:
+        from datasets import Dataset
+
+        from training.config import ModelConfig
+        from training.sft import SFTRunConfig, sft_train
+        from verifier.tiny_model import TinyModelConfig, build
+
+        cfg = self.cfg
+        model = build(TinyModelConfig(out=str(self.out / "model"), seed=cfg.seed, hidden_size=cfg.hidden_size,
+                                      num_layers=cfg.num_layers, intermediate_size=cfg.intermediate_size))
+        ckpts = sorted(int(s) for s in cfg.prover_ckpts.split(","))
+        ds = Dataset.from_list(prover_sft_rows(self.problems()["sft"], cfg.seed + 1))
+        sft_train(SFTRunConfig(
+            output_dir=str(d / "sft"), model=ModelConfig(name_or_path=str(model)), max_steps=ckpts[-1],
+            per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.prover_lr, warmup_steps=5, max_length=512,
+            logging_steps=25, seed=cfg.seed, gradient_accumulation_steps=1, bf16=False, save_steps=ckpts[0],
+            save_total_limit=None, lr_scheduler_type="constant"), [], dataset=ds)
+        out = {}
+        for s in ckpts:
+            path = d / "sft" / ("final" if s == ckpts[-1] else f"checkpoint-{s}")
+            if not (path / "config.json").is_file():
+                raise SystemExit(f"bench-ladder: no prover checkpoint at {path} (prover_ckpts={cfg.prover_ckpts} "
+                                 "must be multiples of the first)")
+            out[f"prover{s}"] = str(path)
+        return {"model": str(model), "provers": out}
+
+    def verifier(self, d: Path, model: str) -> dict[str, Any]:
+        from training.config import DataConfig, ModelConfig
+        from training.data import load_trajectories_for
+        from training.sft import SFTRunConfig, sft_train
+
+        cfg = self.cfg
+        data = DataConfig(source="synthetic", n_train=cfg.n_verifier_sft, n_eval=0, seed=cfg.seed + 4,
+                          prompt_template="verify_compact",
+                          synthetic={**task(cfg), "fatal_kinds": ["wrong_operand", "wrong_final"],
+                                     "error_delta_min": 10, "error_delta_max": 20})
+        train, _ = load_trajectories_for(data)
+        path = sft_train(SFTRunConfig(
+            output_dir=str(d / "sft"), model=ModelConfig(name_or_path=model), data=data, style=cfg.style,
+            max_steps=cfg.verifier_sft_steps, per_device_train_batch_size=cfg.sft_batch,
+            learning_rate=cfg.verifier_lr, warmup_steps=5, max_length=512, logging_steps=25, seed=cfg.seed,
+            gradient_accumulation_steps=1, bf16=False, save_steps=0), train)
+        from verifier.io import write_jsonl
+
+        write_jsonl(d / "sft_train.jsonl", train)
+        return {"verifier": str(path)}
+
+    def judge(self, n: int, early_stop: bool = False):
+        from verifier.judging import JudgeConfig
+
+        return JudgeConfig(n=n, policy="pessimistic", early_stop=early_stop, with_reference=False,
+                           template="verify_compact", max_tokens=self.cfg.max_completion_length,
+                           temperature=self.cfg.temperature, run_seed=self.cfg.seed)
+
+    def candidates(self, d: Path, provers: dict[str, str], verifier: str) -> dict[str, Any]:
+        from data_pipeline import candidates as cand
+        from verifier.io import load_trajectories, write_jsonl
+
+        cfg = self.cfg
+        temps = [float(t) for t in cfg.temperatures.split(",")]
+        gens, tlist = [], []
+        for name, path in provers.items():
+            ep = self.serve(name, path)
+            for t in temps:
+                gens.append(ep)
+                tlist.append(t)
+        critic = self.serve("verifier", verifier)
+        probs = self.problems()
+        result: dict[str, Any] = {}
+        for part in ("pool", "held"):
+            write_jsonl(d / f"{part}_problems.jsonl", [dataclasses.asdict(p) for p in probs[part]])
+            c = cand.CandidatesConfig(
+                problems=str(d / f"{part}_problems.jsonl"), out=str(d / part), generators=gens, temperatures=tlist,
+                k=cfg.k, rounds=cfg.rounds, critic="verifier", verifier=critic,
+                critique=cand.CriticConfig(n=1, template="verify_compact", temperature=cfg.temperature,
+                                           max_tokens=cfg.max_completion_length),
+                max_tokens=cfg.prover_max_tokens, run_seed=cfg.seed + (0 if part == "pool" else 1), progress=True)
+            summary = cand.run(c)
+            trajs = load_trajectories(d / part / "candidates.jsonl").records
+            result[part] = {"summary": summary, "error_mix": error_mix(trajs)}
+        held = label_held_out(load_trajectories(d / "held" / "candidates.jsonl").records)
+        write_jsonl(d / "held_out.jsonl", held)
+        result["held_out"] = {"proofs": len(held), "false": sum(not t.annotation.is_valid for t in held),
+                              "problems": len({t.problem_id for t in held})}
+        self.log(f"candidates: pool {result['pool']['summary']['candidates_total']} proofs, held-out {len(held)} "
+                 f"({result['held_out']['false']} false); error mix {result['pool']['error_mix']}")
+        return result
+
+    def annotate_queue(self, d: Path, queue: Path) -> dict[str, Any]:
+        """annotate export -> simulated expert (Label Studio export) -> ingest: what training reads."""
+        from data_pipeline.annotate import AnnotateConfig, export
+        from data_pipeline.ingest import IngestConfig
+        from data_pipeline.ingest import run as ingest
+        from data_pipeline.simulated_expert import SimulatedExpertConfig
+        from data_pipeline.simulated_expert import run as simulate
+
+        export(AnnotateConfig(queue=str(queue), out=str(d / "tasks"), progress=False))
+        s = simulate(SimulatedExpertConfig(tasks=str(d / "tasks" / "tasks.json"), out=str(d / "expert"),
+                                           budget=self.cfg.budget))
+        r = ingest(IngestConfig(input=str(d / "expert" / "export.json"), out=str(d / "ingested"), progress=False,
+                                name="simulated expert annotations"))
+        return {"expert": s, "ingested": r.summary()}
+
+    def selection(self, d: Path, verifier: str, cand_dir: Path) -> dict[str, Any]:
+        from data_pipeline.selection import SelectConfig, run
+        from verifier.io import load_trajectories, write_jsonl
+
+        cfg = self.cfg
+        ep = self.serve("verifier", verifier)
+        run(SelectConfig(trajectories=str(cand_dir / "pool" / "candidates.jsonl"), out=str(d / "uncertainty"),
+                         endpoint=ep, judge=self.judge(cfg.select_passes), budget=cfg.budget,
+                         per_problem_cap=cfg.per_problem_cap, seed=cfg.seed, progress=True))
+        pool = load_trajectories(cand_dir / "pool" / "candidates.jsonl").records
+        rng = random.Random(cfg.seed)
+        by_problem: dict[str, list[Any]] = {}
+        for t in pool:
+            by_problem.setdefault(t.problem_id, []).append(t)
+        random_queue = []  # the same budget and per-problem cap, drawn at random
+        order = rng.sample(pool, len(pool))
+        taken: Counter = Counter()
+        for t in order:
+            if len(random_queue) < cfg.budget and taken[t.problem_id] < cfg.per_problem_cap:
+                random_queue.append(t)
+                taken[t.problem_id] += 1
+        write_jsonl(d / "random" / "annotation_queue.jsonl", random_queue)
+        return {"uncertainty": self.annotate_queue(d / "uncertainty", d / "uncertainty" / "annotation_queue.jsonl"),
+                "random": self.annotate_queue(d / "random", d / "random" / "annotation_queue.jsonl")}
+
+    def augment(self, d: Path, provers: dict[str, str], verifier: str, sel_dir: Path) -> dict[str, Any]:
+        from data_pipeline.augment import AugmentConfig, run
+
+        cfg = self.cfg
+        name = list(provers)[-1]  # the strongest prover repairs
+        gen = self.serve(name, provers[name])
+        verifiers = [self.serve("verifier", verifier)] if cfg.repair_check == "verifiers" else []
+        return run(AugmentConfig(input=str(sel_dir / "uncertainty" / "ingested"), out=str(d), generator=gen,
+                                 verifiers=verifiers, check=cfg.repair_check, attempts=cfg.repair_attempts,
+                                 temperature=cfg.temperature, max_tokens=cfg.prover_max_tokens,
+                                 verify=self.judge(8, early_stop=True), run_seed=cfg.seed, progress=True))
+
+    def grpo_data(self, d: Path, cand_dir: Path, sel_dir: Path, aug_dir: Path, verifier_dir: Path) -> dict[str, Any]:
+        from data_pipeline.grpo_dataset import GrpoDataConfig, write_variant
+        from data_pipeline.synthetic import generate_synthetic
+        from verifier.identity import ProblemIndex
+        from verifier.io import load_trajectories, write_jsonl
+
+        cfg = self.cfg
+        if not (aug_dir / "positives.jsonl").is_file():  # no repair passed the check: pos_aug has nothing to add
+            (aug_dir / "positives.jsonl").write_text("")
+        held = load_trajectories(cand_dir / "held_out.jsonl").records
+        taken = ProblemIndex([*held, *load_trajectories(verifier_dir / "sft_train.jsonl").records])
+        pool = generate_synthetic(cfg.n_grpo * 8, seed=cfg.seed + 5, **{**task(cfg), "fatal_kinds":
+                                  ["wrong_operand", "wrong_final"], "error_delta_min": 10, "error_delta_max": 20})
+        base = [t for t in pool if taken.shared(t) is None][: cfg.n_grpo]
+        if len(base) < cfg.n_grpo:
+            raise SystemExit(f"bench-ladder: only {len(base)} base GRPO records on fresh problems")
+        write_jsonl(d / "base.jsonl", base)
+        out = {}
+        for root, extra in (("data", sel_dir / "uncertainty" / "ingested"), ("data_random", sel_dir / "random" /
+                                                                               "ingested")):
+            write_jsonl(d / root / "held_out.jsonl", held)
+            for variant in ("base", "extra_ann", "pos_aug") if root == "data" else ("extra_ann",):
+                out[f"{root}/{variant}"] = write_variant(GrpoDataConfig(
+                    variant=variant, base=str(d / "base.jsonl"), extra=str(extra),
+                    augmented=str(aug_dir / "positives.jsonl"), held_out=str(d / root / "held_out.jsonl"),
+                    out=str(d / root / variant), seed=cfg.seed))
+        return out
+
+    def run_cfg(self, name: str, root: Path | None, variant: str, components: dict[str, float], seed: int,
+                warm: str, train: bool):
+        from eval.stats import BootstrapSpec
+        from training.config import (DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig,
+                                     WandbSettings, heldout_judge)
+        from training.rewards import RewardConfig
+
+        cfg = self.cfg
+        ev = EvalConfig(judge=dataclasses.replace(heldout_judge(), n=cfg.eval_passes, policy="pessimistic",
+                                                  max_tokens=cfg.max_completion_length, temperature=cfg.temperature,
+                                                  run_seed=cfg.seed), bootstrap=BootstrapSpec(n=200, seed=cfg.seed))
+        data = DataConfig(source="jsonl", root=str(root), variant=variant, n_train=None, n_eval=None,
+                          prompt_template="verify_compact")
+        return GRPORunConfig(
+            experiment_name=name.split("/")[0], output_dir=str(self.out / "rows" / name), train=train,
+            init_from=warm, model=ModelConfig(name_or_path=warm), data=data,
+            reward=RewardConfig(components=components),
+            grpo=GRPOSettings(max_steps=cfg.grpo_steps, per_device_train_batch_size=cfg.grpo_batch,
+                              num_generations=cfg.num_generations, max_completion_length=cfg.max_completion_length,
+                              learning_rate=cfg.grpo_lr, temperature=cfg.temperature, save_steps=10_000, beta=0.0,
+                              gradient_accumulation_steps=1, warmup_steps=0, bf16=False, logging_steps=1, seed=seed,
+                              log_completions=False, skip_zero_grad_steps=True),
+            eval=ev, wandb=WandbSettings(enabled=False))
+
+    def one_row(self, name: str, warm: str) -> None:
+        """Train (or for ``base`` only evaluate) one row / seed; resumable by its marker."""
+        from bench.bench_learning import _settings, done_stage, mark_done
+        from training.grpo import run
+
+        row, _, seed = name.partition("/")
+        if row == "base":
+            rc = self.run_cfg("base", self.out / "grpo_data" / "data", "base", {"meta": 1.0}, self.cfg.seed, warm,
+                              False)
+        else:
+            root, variant, comps = ROW_DATA[row]
+            rc = self.run_cfg(name, self.out / "grpo_data" / root, variant, comps, int(seed.removeprefix("seed")),
+                              warm, True)
+        marker = self.out / "rows" / name / "bench_done.json"
+        if done_stage(marker, _settings(rc), self.cfg.resume):
+            return
+        run(rc)
+        mark_done(marker, _settings(rc))
+
+    def rows(self, warm: str) -> list[str]:
+        names = ["base", *(f"{r}/seed{s}" for s in self.cfg.seeds.split(",") for r in ROWS)]
+        if self.cfg.only:
+            for n in self.cfg.only.split(","):
+                self.log(f"row {n}")
+                self.one_row(n, warm)
+            return names
+        self.one_row("base", warm)
+        todo = [n for n in names[1:] if not (self.out / "rows" / n / "bench_done.json").is_file()]
+        groups = [todo[k::self.cfg.workers] for k in range(self.cfg.workers) if todo[k::self.cfg.workers]]
+        procs = []
+        for k, g in enumerate(groups):
+            log = open(self.out / f"worker{k}.log", "w")  # noqa: SIM115 (closed after the worker exits)
+            cmd = [sys.executable, str(Path(__file__).resolve()),
+                   *[a for a in self.argv if a.partition("=")[0] not in ("only", "workers")], f"only={','.join(g)}"]
+            procs.append((g, log, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)))
+            self.log(f"worker {k}: {len(g)} runs (log {self.out / f'worker{k}.log'})")
+        failed = [f"{g} (exit {p.wait()})" for g, log, p in procs if p.wait() != 0]
+        for _, log, _ in procs:
+            log.close()
+        if failed:
+            raise SystemExit(f"bench-ladder: workers failed: {'; '.join(failed)}; see {self.out}/worker*.log "
+                             "(finished runs are kept: the same command resumes them)")
+        for n in names:  # every run finished (resumed here)
+            self.one_row(n, warm)
+        return names
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    cfg = parse_options(argv)
+    import torch
+
+    torch.set_num_threads(1)
+    b = Bench(cfg, argv)
+    c = dataclasses.asdict(cfg)
+    keys = lambda *names: {k: c[k] for k in names}  # noqa: E731 (each stage's settings)
+    model_keys = ("seed", "hidden_size", "num_layers", "intermediate_size", "min_steps", "max_steps", "max_operand")
+    try:
+        p = b.stage("provers", keys(*model_keys, "n_prover_sft", "prover_ckpts", "prover_lr", "sft_batch"), b.provers)
+        until = STAGES.index(cfg.until)
+        v = b.stage("verifier", keys(*model_keys, "n_verifier_sft", "verifier_sft_steps", "verifier_lr", "style",
+                                     "sft_batch"), lambda d: b.verifier(d, p["model"]))
+        if cfg.only:  # a worker of the rows stage
+            b.rows(v["verifier"])
+            return
+        if until < STAGES.index("candidates"):
+            return
+        cand_keys = (*model_keys, "n_prover_sft", "prover_ckpts", "temperatures", "n_pool_problems",
+                     "n_heldout_problems", "k", "rounds", "prover_max_tokens", "max_completion_length", "temperature")
+        cd = b.stage("candidates", keys(*cand_keys), lambda d: b.candidates(d, p["provers"], v["verifier"]))
+        if until < STAGES.index("selection"):
+            return
+        sel_keys = (*cand_keys, "budget", "per_problem_cap", "select_passes")
+        b.stage("selection", keys(*sel_keys), lambda d: b.selection(d, v["verifier"], b.out / "candidates"))
+        if until < STAGES.index("augment"):
+            return
+        aug = b.stage("augment", keys(*sel_keys, "repair_check", "repair_attempts"),
+                      lambda d: b.augment(d, p["provers"], v["verifier"], b.out / "selection"))
+        b.log(f"augment: {aug.get('positives_total')} positives, {aug.get('rejected_total')} rejected repairs")
+        if until < STAGES.index("grpo_data"):
+            return
+        b.stage("grpo_data", keys(*sel_keys, "repair_check", "repair_attempts", "n_grpo"),
+                lambda d: b.grpo_data(d, b.out / "candidates", b.out / "selection", b.out / "augment",
+                                      b.out / "verifier"))
+    finally:
+        b.stop_servers()
+    if until < STAGES.index("rows"):
+        return
+    names = b.rows(v["verifier"])
+    if until < STAGES.index("report"):
+        return
+    from bench.ladder_report import report
+
+    report(b.out, cfg, names, cd)
+
+
+if __name__ == "__main__":
+    main()
