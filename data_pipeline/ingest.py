@@ -126,6 +126,13 @@ def normalize_key(key: str) -> str:
     return ALIASES.get(k, k)
 
 
+def aliases_table() -> str:
+    """The Markdown table of ``ALIASES`` by our field, as docs/data_pipeline.md shows it (a test keeps them equal)."""
+    rows = [f"| `{f}` | {', '.join(f'`{a}`' for a, t in ALIASES.items() if t == f)} |"
+            for f in (*TRAJECTORY_FIELDS, *ANNOTATION_FIELDS) if f in ALIASES.values()]
+    return "| our field | also accepted (after normalisation) |\n|---|---|\n" + "\n".join(rows) + "\n"
+
+
 def _json_cell(value: Any, rid: str | None, name: str, kind: type, line: int | None) -> Any:
     if not isinstance(value, str):
         return value

@@ -247,3 +247,14 @@ def test_one_based_step_zero_and_bad_base_are_errors(tmp_path):
                                                       "annotations": []}]))
     with pytest.raises(InputError, match="Label Studio export.*zero-based by construction"):
         ingest(IngestConfig(input=str(tmp_path / "export.json"), step_index_base=1, progress=False))
+
+
+def test_docs_list_every_alias():
+    """docs/data_pipeline.md shows every annotation field and the aliases table generated from ALIASES."""
+    from data_pipeline.ingest import ALIASES, ANNOTATION_FIELDS, TRAJECTORY_FIELDS, aliases_table
+
+    docs = (REPO / "docs" / "data_pipeline.md").read_text()
+    assert aliases_table() in docs
+    assert all(f"\n| `{f}` | " in docs.split("### The annotation schema")[1] for f in ANNOTATION_FIELDS)  # each field a row
+    assert set(ALIASES.values()) <= {*TRAJECTORY_FIELDS, *ANNOTATION_FIELDS}
+    assert all(f"`{a}`" in aliases_table() for a in ALIASES)
