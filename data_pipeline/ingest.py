@@ -98,7 +98,7 @@ class IngestResult:
     extra_columns: list[str] = field(default_factory=list)
     inputs: list[str] = field(default_factory=list)
     n_rows: int = 0
-    field_map: dict[str, str] | None = None
+    field_map: dict[str, str] = field(default_factory=dict)
     step_index_base: int = 0
 
     def summary(self) -> dict[str, Any]:
