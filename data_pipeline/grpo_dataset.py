@@ -104,7 +104,8 @@ def variant_trajectories(cfg: GrpoDataConfig) -> tuple[list[ProofTrajectory], di
 
     Raises ValueError naming the record and field on a duplicate id across sources, on a training
     problem that is also held out (a repair inherits its parent's problem id), or on an unusable
-    record when ``unusable=error``.
+    record when ``unusable=error``; and naming the variant, source and path when a source of the
+    variant has no usable record (an empty ``extra`` or ``augmented`` would give the smaller variant's data).
     """
 
     if cfg.variant not in VARIANTS:
@@ -140,6 +141,11 @@ def variant_trajectories(cfg: GrpoDataConfig) -> tuple[list[ProofTrajectory], di
             seen[t.id] = origin
             out.append(t)
             kept += 1
+        if not kept:  # an empty extra / augmented source would silently give the smaller variant's data
+            why = ", ".join(f"{k.split(':', 1)[1]} {v}" for k, v in counts["skipped"].items()
+                            if k.startswith(f"{origin}:")) or "no records"
+            raise InputError(f"grpo_data config, field {origin!r}: variant {cfg.variant!r} needs usable records "
+                             f"from its {origin!r} source, but {path} has none ({why})")
         counts["by_origin"][origin] = kept
     if cfg.shuffle:
         random.Random(cfg.seed).shuffle(out)

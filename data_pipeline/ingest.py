@@ -1,6 +1,6 @@
 """Ingest expert annotation exports into a validated Hugging Face dataset (section 3.3, appendix C).
 
-``python -m data_pipeline.ingest input=PATH out=DIR [on_error=raise|skip]``
+``python -m data_pipeline.ingest input=PATH out=DIR [on_error=raise|skip] [field_map={...}] [step_index_base=0|1]``
 
 Reads JSONL (our trajectory layout with the annotation nested under ``annotation``, or
 flat rows with the appendix C fields at top level; a ``.json`` array of such rows) or CSV (one column per trajectory
@@ -11,6 +11,12 @@ forms are accepted (``-1``, ``"2,5"``, ``yes``/``no``). A Label Studio JSON expo
 written by ``data_pipeline.annotate export`` is recognised and mapped back (``verifier.formats.task_to_record``;
 errors name the Label Studio task id and the field). A folder ingests every
 ``*.jsonl``/``*.csv`` in it, ids unique across all of them.
+
+Annotations in the user's own format: ``field_map`` renames the export's fields to ours, nested source
+fields with dots (``'field_map={label.first_error: first_fatal_error_step}'``), before the aliases and
+checks apply (a mapped field missing in a row is a bad record); ``step_index_base=1`` reads the step
+fields of an export that counts steps from 1 and stores them zero-based (appendix C.4), as the card
+and ``ingest_summary.json`` record. Neither applies to Label Studio exports (ours by construction).
 
 Every bad record is reported with its id, field and line in ONE error report
 (``DatasetError``; written to ``errors.txt`` and ``errors.jsonl``); with ``on_error=raise``
@@ -40,7 +46,7 @@ from verifier.config import hydra_main
 from verifier.errors import EXIT_USER_ERROR, InputError
 from verifier.formats import format_of, is_label_studio_export, task_to_record, to_dataset
 from verifier.io import DatasetError, iter_jsonl, write_jsonl
-from verifier.records import Annotation, ProofTrajectory, RecordError
+from verifier.records import NO_STEP, Annotation, ProofTrajectory, RecordError, parse_step, parse_step_list
 from verifier.templates import split_proof_steps
 
 TRAJECTORY_FIELDS = tuple(f.name for f in dataclasses.fields(ProofTrajectory))
@@ -59,6 +65,8 @@ ALIASES = {
     "remarks": "remark", "note": "remark", "notes": "remark",
 }
 EXPORT_FORMATS = ("jsonl", "csv", "json")  # of verifier.formats.format_of
+STEP_FIELDS = ("first_fatal_error_step", "recoverable_error_steps")  # the annotation's step indices (appendix C.4)
+MAP_TARGETS = (*TRAJECTORY_FIELDS, *ANNOTATION_FIELDS, "proof")  # field_map targets; proof: text split on Step k:
 _BOOL = {"true": True, "1": True, "yes": True, "y": True, "x": True,
          "false": False, "0": False, "no": False, "n": False, "": False}
 
@@ -74,6 +82,10 @@ class IngestConfig:
     extra_columns: str = "meta"  # meta: unknown columns go to meta["extra"] | error: unknown column = bad record
     name: str = "annotations"  # dataset name in the card
     progress: bool = True
+    # dict[str, str]: the export's field names onto ours, nested source fields with dots,
+    # {"label.first_error": "first_fatal_error_step"}; typed Any so that a command line's field_map={...} replaces it
+    field_map: Any = None
+    step_index_base: int = 0  # 1: the export counts steps from 1; converted to zero-based on ingest
 
 
 @dataclass
@@ -86,10 +98,15 @@ class IngestResult:
     extra_columns: list[str] = field(default_factory=list)
     inputs: list[str] = field(default_factory=list)
     n_rows: int = 0
+    field_map: dict[str, str] = field(default_factory=dict)
+    step_index_base: int = 0
 
     def summary(self) -> dict[str, Any]:
         return {
             "inputs": self.inputs,
+            "field_map": self.field_map,
+            "step_index_base": self.step_index_base,
+            "step_index_note": step_note(self.step_index_base),
             "rows": self.n_rows,
             "kept": len(self.records),
             "excluded_report_error_case": len(self.excluded),
@@ -107,6 +124,13 @@ def normalize_key(key: str) -> str:
     """
     k = re.sub(r"[^0-9a-z]+", "_", str(key).strip().lower()).strip("_")
     return ALIASES.get(k, k)
+
+
+def aliases_table() -> str:
+    """The Markdown table of ``ALIASES`` by our field, as docs/data_pipeline.md shows it (a test keeps them equal)."""
+    rows = [f"| `{f}` | {', '.join(f'`{a}`' for a, t in ALIASES.items() if t == f)} |"
+            for f in (*TRAJECTORY_FIELDS, *ANNOTATION_FIELDS) if f in ALIASES.values()]
+    return "| our field | also accepted (after normalisation) |\n|---|---|\n" + "\n".join(rows) + "\n"
 
 
 def _json_cell(value: Any, rid: str | None, name: str, kind: type, line: int | None) -> Any:
@@ -183,6 +207,166 @@ def _guess_id(raw: dict[str, Any]) -> str | None:
     return None
 
 
+def check_field_map(field_map: Any) -> dict[str, str]:
+    """``IngestConfig.field_map`` checked before any work: every target one of our fields, once.
+
+    >>> check_field_map({"label.first_error": "first_fatal_error_step", "meta_info.model": "generator"})
+    {'label.first_error': 'first_fatal_error_step', 'meta_info.model': 'generator'}
+    >>> check_field_map({"label.first_error": "first_error_step"})
+    Traceback (most recent call last):
+    ...
+    verifier.errors.InputError: ingest config, field 'field_map', key 'label.first_error': target 'first_error_step' is not one of our fields (trajectory: id, problem_id, problem, proof_steps, reference_solution, subject, split, source, generator, annotation, meta; annotation: reviewer_comment, first_fatal_error_step, recoverable_error_steps, remark, report_error_case, correction, fatal_step_unknown; or proof, a text split on Step k: markers)
+    """
+    if field_map is None:
+        return {}
+    if not isinstance(field_map, dict):
+        raise InputError(f"ingest config, field 'field_map': expected a mapping source field -> our field, "
+                         f"got {type(field_map).__name__}")
+    out: dict[str, str] = {}
+    by_target: dict[str, str] = {}
+    for src, dst in field_map.items():
+        where = f"ingest config, field 'field_map', key {src!r}"
+        if not isinstance(src, str) or not src.strip() or any(not p for p in src.split(".")):
+            raise InputError(f"{where}: expected a source field name (nested fields with dots: label.first_error)")
+        if dst not in MAP_TARGETS:
+            hint = (f"; did you mean {normalize_key(dst)!r}?"
+                    if isinstance(dst, str) and normalize_key(dst) in MAP_TARGETS else "")
+            raise InputError(
+                f"{where}: target {dst!r} is not one of our fields (trajectory: {', '.join(TRAJECTORY_FIELDS)}; "
+                f"annotation: {', '.join(ANNOTATION_FIELDS)}; or proof, a text split on Step k: markers){hint}")
+        if dst in by_target:
+            raise InputError(f"{where}: target {dst!r} is also the target of key {by_target[dst]!r}")
+        by_target[dst] = src
+        out[src] = dst
+    for a in out:
+        for b in out:
+            if b.startswith(a + "."):
+                raise InputError(f"ingest config, field 'field_map', key {b!r}: inside the mapped field {a!r}")
+    return out
+
+
+def _lookup(row: dict[str, Any], src: str) -> tuple[bool, Any]:
+    """``(found, value)`` of a source field: the key itself (a CSV column may be named ``a.b``), else the dotted path."""
+    if src in row:
+        return True, row[src]
+    cur: Any = row
+    for part in src.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return False, None
+        cur = cur[part]
+    return True, cur
+
+
+def _pop(row: dict[str, Any], src: str) -> Any:
+    """Remove a found source field from ``row`` (copying the nested objects on its path; emptied ones go too)."""
+    if src in row:
+        return row.pop(src)
+    *parents, leaf = src.split(".")
+    path = [row]
+    for part in parents:
+        path[-1][part] = dict(path[-1][part])
+        path.append(path[-1][part])
+    value = path[-1].pop(leaf)
+    for part, obj, parent in zip(reversed(parents), reversed(path[1:]), reversed(path[:-1])):
+        if not obj:
+            del parent[part]
+    return value
+
+
+def apply_field_map(raw: dict[str, Any], field_map: dict[str, str], line: int | None = None) -> dict[str, Any]:
+    """An export row with the ``field_map`` sources renamed to our fields (a dotted source reads a nested
+    field); ``normalize_row`` then applies the aliases and the checks. A mapped source missing in the row
+    is a RecordError naming the record and the source. An annotation field goes into the row's nested
+    ``annotation`` object when it has one.
+
+    >>> apply_field_map({"uid": "a1", "label": {"first_error": 2, "by": "ann3"}, "meta_info": {"model": "m"}},
+    ...                 {"uid": "id", "label.first_error": "first_fatal_error_step", "meta_info.model": "generator"})
+    {'label': {'by': 'ann3'}, 'id': 'a1', 'first_fatal_error_step': 2, 'generator': 'm'}
+    >>> apply_field_map({"uid": "a1", "label": {}}, {"uid": "id", "label.first_error": "first_fatal_error_step"}, 3)
+    Traceback (most recent call last):
+    ...
+    verifier.records.RecordError: line 3: record 'a1', field 'label.first_error': missing in this record (field_map maps it to 'first_fatal_error_step')
+    """
+    if not field_map:
+        return raw
+    id_src = next((src for src, dst in field_map.items() if dst == "id"), None)
+    found, rid = _lookup(raw, id_src) if id_src else (True, _guess_id(raw))
+    rid = None if not found or rid in (None, "") else str(rid)
+    row = dict(raw)
+    values: dict[str, tuple[str, Any]] = {}
+    for src, dst in field_map.items():
+        if not _lookup(row, src)[0]:
+            raise RecordError(rid, src, f"missing in this record (field_map maps it to {dst!r})", line)
+        values[dst] = (src, _pop(row, src))
+    for dst in sorted(values, key=lambda k: k != "annotation"):  # a mapped annotation object first
+        src, value = values[dst]
+        target = row
+        if dst in ANNOTATION_FIELDS and isinstance(row.get("annotation"), dict):
+            target = row["annotation"] = dict(row["annotation"])
+        if target.get(dst) not in (None, ""):
+            raise RecordError(rid, src, f"field_map maps it to {dst!r}, which this record also has", line)
+        target[dst] = value
+    return row
+
+
+def step_note(base: int) -> str:
+    """How the export counted steps, for the card and ``ingest_summary.json``."""
+    return "converted to zero-based on ingest" if base == 1 else "zero-based in the export, stored as is"
+
+
+def to_zero_based(ann: dict[str, Any], rid: str | None, line: int | None = None) -> dict[str, Any]:
+    """The step fields of a 1-based annotation made zero-based (``-1``/none stays ``-1``; 0 is no 1-based step).
+
+    >>> to_zero_based({"first_fatal_error_step": "3", "recoverable_error_steps": "1, 2", "remark": ""}, "p")
+    {'first_fatal_error_step': 2, 'recoverable_error_steps': [0, 1], 'remark': ''}
+    >>> to_zero_based({"first_fatal_error_step": -1, "recoverable_error_steps": "-1"}, "p")
+    {'first_fatal_error_step': -1, 'recoverable_error_steps': []}
+    >>> to_zero_based({"first_fatal_error_step": 0}, "p", 7)
+    Traceback (most recent call last):
+    ...
+    verifier.records.RecordError: line 7: record 'p', field 'annotation.first_fatal_error_step': step 0 in a 1-based export (step_index_base=1: the first step is 1; -1 means none)
+    """
+    out = dict(ann)
+    for name in STEP_FIELDS:
+        if name not in out:
+            continue
+        f = f"annotation.{name}"
+        try:
+            steps = ([parse_step(out[name], rid, f)] if name == "first_fatal_error_step"
+                     else parse_step_list(out[name], rid, f))
+        except RecordError as e:
+            raise RecordError(rid, f, e.message, line) from None
+        if 0 in steps:
+            raise RecordError(rid, f, "step 0 in a 1-based export (step_index_base=1: the first step is 1; "
+                                      "-1 means none)", line)
+        steps = [s if s == NO_STEP else s - 1 for s in steps]
+        out[name] = steps[0] if name == "first_fatal_error_step" else steps
+    return out
+
+
+def _refuse_label_studio(files: list[Path], cfg: IngestConfig, field_map: dict[str, str]) -> None:
+    """A Label Studio export of ``data_pipeline.annotate`` tasks carries our fields and zero-based steps by
+    construction (the annotator sees ``Step 0``, ``Step 1``, ...): field_map and step_index_base=1 are refused."""
+    for f in files:
+        if format_of(f) != "json":
+            continue
+        try:
+            data = json.loads(f.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            continue  # reported by iter_rows
+        if not is_label_studio_export(data):
+            continue
+        apart = " (ingest it apart from the other exports)" if len(files) > 1 else ""
+        if cfg.step_index_base != 0:
+            raise InputError(
+                f"ingest config, field 'step_index_base': {f} is a Label Studio export of data_pipeline.annotate "
+                "tasks, zero-based by construction (the annotator sees the proof as Step 0, Step 1, ...); "
+                f"step_index_base={cfg.step_index_base} does not apply to it: ingest it with step_index_base=0{apart}")
+        raise InputError(
+            f"ingest config, field 'field_map': {f} is a Label Studio export of data_pipeline.annotate tasks, "
+            f"whose fields are ours by construction; field_map does not apply to it: ingest it without field_map{apart}")
+
+
 def input_files(path: str | os.PathLike) -> list[Path]:
     """The export files under ``path`` (a file, or a folder of ``*.jsonl``/``*.csv``/``*.json``)."""
     p = Path(path)
@@ -244,9 +428,16 @@ def ingest(cfg: IngestConfig) -> IngestResult:
         raise InputError(f"ingest config, field 'on_error': use raise or skip, got {cfg.on_error!r}")
     if cfg.extra_columns not in ("meta", "error"):
         raise InputError(f"ingest config, field 'extra_columns': use meta or error, got {cfg.extra_columns!r}")
+    if isinstance(cfg.step_index_base, bool) or cfg.step_index_base not in (0, 1):
+        raise InputError("ingest config, field 'step_index_base': use 0 (zero-based steps, ours) or 1 (the export "
+                         f"counts steps from 1; converted on ingest), got {cfg.step_index_base!r}")
+    field_map = check_field_map(cfg.field_map)
 
     files = input_files(cfg.input)
-    result = IngestResult(records=[], inputs=[str(f) for f in files])
+    if field_map or cfg.step_index_base:
+        _refuse_label_studio(files, cfg, field_map)
+    result = IngestResult(records=[], inputs=[str(f) for f in files], field_map=field_map,
+                          step_index_base=cfg.step_index_base)
     seen: dict[str, str] = {}
     extra: set[str] = set()
     multi = len(files) > 1
@@ -260,9 +451,12 @@ def ingest(cfg: IngestConfig) -> IngestResult:
                     raise obj
                 if not isinstance(obj, dict):
                     raise RecordError(None, "<record>", f"expected an object, got {type(obj).__name__}", line)
-                row, unknown = normalize_row(obj, line, from_csv, cfg.extra_columns)
+                row, unknown = normalize_row(apply_field_map(obj, field_map, line), line, from_csv, cfg.extra_columns)
                 extra.update(unknown)
-                rec = ProofTrajectory.from_dict(row, line=line)
+                if cfg.step_index_base == 1 and isinstance(row.get("annotation"), dict):
+                    rid = None if row.get("id") in (None, "") else str(row["id"]).strip()
+                    row["annotation"] = to_zero_based(row["annotation"], rid, line)
+                rec = _from_dict(row, line, cfg.step_index_base)
                 if rec.annotation is None and cfg.require_annotation:
                     raise RecordError(rec.id, "annotation", "missing (no annotation fields in this record)", line)
                 if rec.id in seen:
@@ -279,6 +473,17 @@ def ingest(cfg: IngestConfig) -> IngestResult:
                 result.records.append(rec)
     result.extra_columns = sorted(extra)
     return result
+
+
+def _from_dict(row: dict[str, Any], line: int | None, base: int) -> ProofTrajectory:
+    """``ProofTrajectory.from_dict``; a step error of a converted export says the steps are zero-based now."""
+    try:
+        return ProofTrajectory.from_dict(row, line=line)
+    except RecordError as e:
+        if base == 1 and e.field in tuple(f"annotation.{n}" for n in STEP_FIELDS):
+            raise RecordError(e.record_id, e.field, f"{e.message} (zero-based: converted from the export's "
+                              "1-based steps, step_index_base=1)", e.line) from None
+        raise
 
 
 # ------------------------------------------------------------------------------------------ output
@@ -328,6 +533,8 @@ def dataset_card(result: IngestResult, cfg: IngestConfig) -> str:
         "`python -m data_pipeline.ingest`. Step indices are zero-based; `-1` means none. A proof is\n"
         "valid iff it has no fatal error; fully correct iff it has no recoverable error either.\n\n"
         f"Inputs: {', '.join(f'`{i}`' for i in result.inputs)}\n\n"
+        f"- step_index_base: {result.step_index_base} ({step_note(result.step_index_base)})\n"
+        f"- field_map: {', '.join(f'`{k}` -> `{v}`' for k, v in result.field_map.items()) or 'none'}\n\n"
         "## Counts\n\n"
         f"- rows read: {s['rows']}\n- kept: {s['kept']}\n"
         f"- excluded (report_error_case, kept in `excluded.jsonl`): {s['excluded_report_error_case']}\n"

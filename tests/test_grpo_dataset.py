@@ -54,6 +54,20 @@ def test_variants_select_sources(sources):
         variant_trajectories(dataclasses.replace(cfg, held_out=str(d / "base.jsonl")))
 
 
+def test_an_empty_extra_or_augmented_source_is_refused(sources):
+    """extra_ann with an extra source of no usable record (or pos_aug with no augmented one) would train on
+    the smaller variant's data under the bigger variant's name: refused, naming variant, source key and path."""
+    d, base, extra, aug = sources
+    (d / "empty.jsonl").write_text("")
+    write_jsonl(d / "unusable.jsonl", [{k: v for k, v in t.to_dict().items() if k != "annotation"} for t in aug])
+    cfg = GrpoDataConfig(base=str(d / "base.jsonl"), extra=str(d / "extra.jsonl"), augmented=str(d / "aug.jsonl"))
+    for variant, key, path in (("extra_ann", "extra", d / "empty.jsonl"), ("pos_aug", "augmented", d / "empty.jsonl"),
+                               ("pos_aug", "augmented", d / "unusable.jsonl")):
+        with pytest.raises(ValueError, match=rf"field '{key}': variant '{variant}' .*{path}") as ei:
+            variant_trajectories(dataclasses.replace(cfg, variant=variant, **{key: str(path)}))
+        assert ("unannotated 6" if path.name == "unusable.jsonl" else "no records") in str(ei.value)
+    assert variant_trajectories(dataclasses.replace(cfg, variant="pos_aug"))[1]["by_origin"]["augmented"] == 6
+
 
 def test_a_held_out_problem_under_another_id_is_a_leak(sources):
     """A training record whose problem text is a held-out problem's is refused even when its problem_id

@@ -12,6 +12,7 @@ import pytest
 
 from data_pipeline.ingest import IngestConfig, ingest, run
 from data_pipeline.synthetic import generate_synthetic
+from verifier.errors import InputError
 from verifier.formats import load_any
 from verifier.io import DatasetError, write_jsonl
 
@@ -132,3 +133,128 @@ def test_cli_and_folder_input(tmp_path):
     r = subprocess.run(cmd + ["on_error=skip"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "ingested 6 records" in r.stdout and "rejected=2" in r.stdout
+
+
+def _one_based(ann: dict) -> dict:
+    """An annotation as a 1-based export writes it (none stays -1)."""
+    fatal = ann["first_fatal_error_step"]
+    return {**ann, "first_fatal_error_step": fatal + 1 if fatal >= 0 else -1,
+            "recoverable_error_steps": [s + 1 for s in ann["recoverable_error_steps"]]}
+
+
+def test_field_map_reads_nested_fields_before_the_aliases(tmp_path):
+    trajs = generate_synthetic(8, seed=5, recoverable_rate=1.0)
+    rows = []
+    for t in trajs:
+        d = t.to_dict()
+        a, gen = d.pop("annotation"), d.pop("generator", "")
+        d["uid"] = d.pop("id")
+        d["label"] = {"first_error": a["first_fatal_error_step"], "minor": a["recoverable_error_steps"], "by": "ann3"}
+        d["meta_info"] = {"model": gen or "gen-x"}
+        d["Comment"], d["Suggested corrections"] = a["reviewer_comment"], a["correction"]  # aliases apply after it
+        rows.append(d)
+    write_jsonl(tmp_path / "own.jsonl", rows)
+    fmap = {"uid": "id", "label.first_error": "first_fatal_error_step", "label.minor": "recoverable_error_steps",
+            "meta_info.model": "generator"}
+    out = tmp_path / "out"
+    res = run(IngestConfig(input=str(tmp_path / "own.jsonl"), out=str(out), field_map=fmap, progress=False))
+    assert not res.errors and [r.id for r in res.records] == [t.id for t in trajs]
+    for got, want in zip(res.records, trajs):
+        assert got.annotation == want.annotation and got.generator == (want.generator or "gen-x")
+        assert got.meta["extra"] == {"label": {"by": "ann3"}}  # the unmapped rest of a nested object is kept
+    assert "meta_info" not in res.extra_columns  # emptied by the mapping
+    assert "`label.first_error` -> `first_fatal_error_step`" in (out / "README.md").read_text()
+    assert json.loads((out / "ingest_summary.json").read_text())["field_map"] == fmap
+    # the annotation nested under our key but with the export's own field names
+    nested = [{**{k: v for k, v in t.to_dict().items() if k != "annotation"},
+               "annotation": {"fatal": t.annotation.first_fatal_error_step, "reviewer_comment": "ok"}} for t in trajs]
+    write_jsonl(tmp_path / "nested.jsonl", nested)
+    res = ingest(IngestConfig(input=str(tmp_path / "nested.jsonl"), field_map={"annotation.fatal": "first_fatal_error_step"},
+                              progress=False))
+    assert not res.errors
+    assert [r.annotation.first_fatal_error_step for r in res.records] == [t.annotation.first_fatal_error_step for t in trajs]
+    # a mapped field missing in a row is an error naming the record and the field, never ignored
+    del rows[2]["label"]["first_error"]
+    write_jsonl(tmp_path / "own.jsonl", rows)
+    res = ingest(IngestConfig(input=str(tmp_path / "own.jsonl"), field_map=fmap, progress=False))
+    assert [(e.record_id, e.field, e.line) for e in res.errors] == [(trajs[2].id, "label.first_error", 3)]
+    assert "field_map maps it to 'first_fatal_error_step'" in res.errors[0].message
+
+
+def test_unknown_field_map_target_is_refused_before_any_work(tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", generate_synthetic(2, seed=1))
+    for fmap, key in (({"label.first_error": "first_error_step"}, "label.first_error"),
+                      ({"label.first_error": "first_fatal_error_step", "fatal": "first_fatal_error_step"}, "fatal"),
+                      ({"comment": "comment"}, "comment")):  # an alias is not a target: our field names only
+        with pytest.raises(InputError, match=rf"field 'field_map', key '{key}'"):
+            run(IngestConfig(input=str(tmp_path / "a.jsonl"), out=str(tmp_path / "out"), field_map=fmap, progress=False))
+    assert not (tmp_path / "out").exists()
+    cmd = [sys.executable, "-m", "data_pipeline.ingest", f"input={tmp_path / 'a.jsonl'}", f"out={tmp_path / 'out'}",
+           "field_map={label.first_error: fatal_error_step}", "progress=false"]
+    r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "key 'label.first_error'" in r.stderr and "first_fatal_error_step" in r.stderr
+
+
+def test_one_based_jsonl_and_csv_are_converted(tmp_path):
+    trajs = generate_synthetic(30, seed=6, recoverable_rate=1.0)
+    assert any(t.annotation.first_fatal_error_step >= 0 for t in trajs)
+    assert any(t.annotation.recoverable_error_steps for t in trajs)
+    rows = [{**t.to_dict(), "annotation": _one_based(t.annotation.to_dict())} for t in trajs]
+    for r in rows[::2]:  # flat rows as well as nested ones
+        r.update(r.pop("annotation"))
+    write_jsonl(tmp_path / "one.jsonl", rows)
+    csv_rows = []
+    for t in trajs:
+        a = _one_based(t.annotation.to_dict())
+        csv_rows.append(_csv_row(t, **{"First Fatal Error Step": str(a["first_fatal_error_step"]),
+                                       "Recoverable Error Steps": ",".join(map(str, a["recoverable_error_steps"])) or "-1"}))
+    _write_csv(tmp_path / "one.csv", csv_rows)
+    for name in ("one.jsonl", "one.csv"):
+        out = tmp_path / name.replace(".", "_")
+        res = run(IngestConfig(input=str(tmp_path / name), out=str(out), step_index_base=1, progress=False))
+        assert not res.errors
+        assert [r.annotation for r in res.records] == [t.annotation for t in trajs]  # every step back by one
+        assert "step_index_base: 1 (converted to zero-based on ingest)" in (out / "README.md").read_text()
+        summary = json.loads((out / "ingest_summary.json").read_text())
+        assert summary["step_index_base"] == 1 and summary["step_index_note"] == "converted to zero-based on ingest"
+    plain = ingest(IngestConfig(input=str(tmp_path / "one.jsonl"), on_error="skip", progress=False))
+    shifted = {r.id: r.annotation.first_fatal_error_step for r in plain.records}
+    assert all(shifted[t.id] == t.annotation.first_fatal_error_step + 1 for t in trajs
+               if t.id in shifted and t.annotation.first_fatal_error_step >= 0)  # read zero-based: one step later
+
+
+def test_one_based_step_zero_and_bad_base_are_errors(tmp_path):
+    t = generate_synthetic(6, seed=7, valid_fraction=0.0, recoverable_rate=0.0)
+    _write_csv(tmp_path / "one.csv", [
+        _csv_row(t[0], **{"First Fatal Error Step": "0"}),                     # 0 is no 1-based step
+        _csv_row(t[1], **{"First Fatal Error Step": "3", "Recoverable Error Steps": "0,1"}),
+        _csv_row(t[2], **{"First Fatal Error Step": str(len(t[2].proof_steps) + 1)}),  # past the last step
+        _csv_row(t[3], **{"First Fatal Error Step": "1"}),
+    ])
+    res = ingest(IngestConfig(input=str(tmp_path / "one.csv"), step_index_base=1, progress=False))
+    assert [(e.record_id, e.field) for e in res.errors] == [
+        (t[0].id, "annotation.first_fatal_error_step"), (t[1].id, "annotation.recoverable_error_steps"),
+        (t[2].id, "annotation.first_fatal_error_step")]
+    assert "step 0 in a 1-based export" in res.errors[0].message and "1-based" in res.errors[2].message
+    assert [r.annotation.first_fatal_error_step for r in res.records] == [0]
+    for bad in (2, -1, True):
+        with pytest.raises(InputError, match="field 'step_index_base'"):
+            run(IngestConfig(input=str(tmp_path / "one.csv"), out=str(tmp_path / "out"), step_index_base=bad,
+                             progress=False))
+    assert not (tmp_path / "out").exists()
+    # a Label Studio export of data_pipeline.annotate tasks is zero-based by construction
+    (tmp_path / "export.json").write_text(json.dumps([{"id": 7, "data": {"trajectory": t[4].to_dict()},
+                                                      "annotations": []}]))
+    with pytest.raises(InputError, match="Label Studio export.*zero-based by construction"):
+        ingest(IngestConfig(input=str(tmp_path / "export.json"), step_index_base=1, progress=False))
+
+
+def test_docs_list_every_alias():
+    """docs/data_pipeline.md shows every annotation field and the aliases table generated from ALIASES."""
+    from data_pipeline.ingest import ALIASES, ANNOTATION_FIELDS, TRAJECTORY_FIELDS, aliases_table
+
+    docs = (REPO / "docs" / "data_pipeline.md").read_text()
+    assert aliases_table() in docs
+    assert all(f"\n| `{f}` | " in docs.split("### The annotation schema")[1] for f in ANNOTATION_FIELDS)  # each field a row
+    assert set(ALIASES.values()) <= {*TRAJECTORY_FIELDS, *ANNOTATION_FIELDS}
+    assert all(f"`{a}`" in aliases_table() for a in ALIASES)
