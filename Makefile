@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 # (OMP_NUM_THREADS=1), so the second core takes the next file. TEST_WORKERS=0 runs them serially.
 TEST_WORKERS ?= 2
 
-.PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-learning-loc bench-reward bench-train bench-prover diagnose-prover clean browser-deps label-studio
+.PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-learning-loc bench-reward bench-train bench-prover bench-ladder diagnose-prover clean browser-deps label-studio
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -81,6 +81,12 @@ bench-train: install
 
 bench-prover: install
 	$(PY) bench/bench_prover.py
+
+# Table 3 on proofs a prover wrote, with the exact checker as a simulated expert through the Label Studio export and
+# ingest (reports/table3_prover_proofs.md); resumable: re-run the same command after a kill. BENCH_LADDER_ARGS: options.
+BENCH_LADDER_ARGS ?=
+bench-ladder: install
+	$(PY) bench/bench_ladder.py $(BENCH_LADDER_ARGS)
 
 # How bench-prover's budgets were chosen (docs/prover.md): prover SFT steps -> true accuracy, sampling
 # temperature -> groups with a gradient, verifier SFT steps and judge temperature -> parse rate (~25 min here).

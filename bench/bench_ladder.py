@@ -467,11 +467,11 @@ class Bench:
             root, variant, comps = ROW_DATA[row]
             rc = self.run_cfg(name, self.out / "grpo_data" / root, variant, comps, int(seed.removeprefix("seed")),
                               warm, True)
-        marker = self.out / "rows" / name / "bench_done.json"
-        if done_stage(marker, _settings(rc), self.cfg.resume):
+        marker, settings = self.out / "rows" / name / "bench_done.json", _settings(rc)  # before run fills paths
+        if done_stage(marker, settings, self.cfg.resume):
             return
         run(rc)
-        mark_done(marker, _settings(rc))
+        mark_done(marker, settings)
 
     def rows(self, warm: str) -> list[str]:
         names = ["base", *(f"{r}/seed{s}" for s in self.cfg.seeds.split(",") for r in ROWS)]

@@ -86,6 +86,10 @@ def report(out: Path, cfg: Any, names: list[str], cand: dict[str, Any]) -> dict[
     return doc
 
 
+def _n(v: float | None) -> float:
+    return float("nan") if v is None else float(v)
+
+
 def _p(v: float | None) -> str:
     return "n/a" if v is None or v != v else f"{100 * v:.1f}"
 
@@ -101,12 +105,12 @@ def markdown(doc: dict[str, Any]) -> str:
     for r, m in doc["table"].items():
         cells = [f"{_p(m[k]['value'])} [{_p((m[k]['ci'] or [None])[0])}, {_p((m[k]['ci'] or [None, None])[1])}]"
                  for k in METRICS]
-        lines.append(f"| {r} | " + " | ".join(cells) + f" | {100 * (m['meta.balanced_f1']['value'] - base):+.1f} |")
+        lines.append(f"| {r} | " + " | ".join(cells) + f" | {100 * (_n(m['meta.balanced_f1']['value']) - _n(base)):+.1f} |")
     lines += ["", "Pre-registered tests (reports/table3_prover_proofs.md), A - B in points:", "",
               "| test | A - B | metric | delta [95% CI] | seeds |", "|---|---|---|---|---|"]
     for name, t in doc["tests"].items():
-        lines.append(f"| {name} | {t['rows'][0]} - {t['rows'][1]} | {t['metric']} | {100 * t['delta']:+.1f} "
-                     f"[{100 * t['ci'][0]:+.1f}, {100 * t['ci'][1]:+.1f}] | {t['seeds']} |")
+        lines.append(f"| {name} | {t['rows'][0]} - {t['rows'][1]} | {t['metric']} | {100 * _n(t['delta']):+.1f} "
+                     f"[{100 * _n(t['ci'][0]):+.1f}, {100 * _n(t['ci'][1]):+.1f}] | {t['seeds']} |")
     fa = doc["false_accept"]
     lines += ["", f"False prover proofs accepted: base {_p(fa['base_per_pass'])}% per pass / {_p(fa['base_8pass'])}% "
               f"with 8 pessimistic passes; final (pos_aug weights) {_p(fa['final_per_pass'])}% per pass / "
@@ -124,7 +128,7 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     names = list(doc["table"])
     for k, (key, lab) in enumerate((("meta.tpr", "Meta TPR"), ("meta.tnr", "Meta TNR"),
                                     ("meta.balanced_f1", "Meta BF1"))):
-        vals = [100 * doc["table"][n][key]["value"] for n in names]
+        vals = [100 * _n(doc["table"][n][key]["value"]) for n in names]
         ax.bar([i + 0.27 * (k - 1) for i in range(len(names))], vals, width=0.27, label=lab, color=f"C{k}")
     ax.set_xticks(range(len(names)), names, fontsize=7)
     ax.set_ylim(0, 100)
@@ -137,7 +141,7 @@ def last_line(doc: dict[str, Any]) -> str:
     t, fa = doc["tests"], doc["false_accept"]
 
     def pair(name: str) -> tuple[float, float]:
-        return t[name]["delta"], t[name]["ci"][0]
+        return _n(t[name]["delta"]), _n(t[name]["ci"][0])
 
     vals = {"meta_vs_rough_meta_f1": pair("meta_vs_rough"), "extra_ann_meta_tnr": pair("extra_ann_tnr"),
             "pos_aug_tpr": pair("pos_aug_tpr"), "pess_tnr": pair("pess_tnr"),
