@@ -251,8 +251,8 @@ class Bench:
         cfg, t = self.cfg, task(self.cfg)
         t = {k: v for k, v in t.items() if k != "problem_id_from_text"}
         sft = synthetic_problems(cfg.n_prover_sft, cfg.seed + 1, **t)
-        pool = synthetic_problems(cfg.n_pool_problems * 3, cfg.seed + 2, **t)
-        held = synthetic_problems(cfg.n_heldout_problems * 6, cfg.seed + 3, **t)
+        pool = synthetic_problems(cfg.n_pool_problems * 10, cfg.seed + 2, **t)
+        held = synthetic_problems(cfg.n_heldout_problems * 20, cfg.seed + 3, **t)
         seen = {p.problem for p in sft}
         pool = [p for p in pool if p.problem not in seen][: cfg.n_pool_problems]
         seen |= {p.problem for p in pool}
