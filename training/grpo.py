@@ -55,13 +55,13 @@ log = logging.getLogger("training.grpo")
 
 def check_scale(cfg: GRPORunConfig) -> None:
     """Stop a real-model run that still has tiny-profile values, before loading data or the model."""
-    preflight.check_model(cfg)  # a mistyped model path is said as such, not as a real model with toy values
     ladder.resolve_data(cfg)  # data.root -> the row's own data.train_path / data.eval_path
     raise_on_toy_values(cfg.init_from or cfg.model.name_or_path, toy_values(cfg), smoke=cfg.smoke)
 
 
 def run(cfg: GRPORunConfig) -> dict[str, Any]:
     """Train (unless ``train=false``) and evaluate one configuration; returns the metrics dict (main process)."""
+    preflight.check_model(cfg)  # a mistyped model path is said as such, not as a real model with toy values
     check_scale(cfg)  # a real model with tiny values stops here, before anything is loaded or written
     ladder.prepare(cfg)  # per-variant data, held-out data present (training/ladder.py)
     preflight.check(cfg)  # vLLM configs and served endpoints (training/preflight.py)

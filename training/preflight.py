@@ -16,8 +16,9 @@ validates, at start-up:
   and its pool (``prover.verifier``, ``prover.pool.verifiers``), which must list the configured model name;
   TRL's generation server (``grpo.vllm_mode=server``) must answer ``/health/``.
 
-Before the scale check, :func:`check_model` names a starting model (``init_from``, ``model.name_or_path``) that
-is neither a folder here nor a hub id; a prover run's own checks (``ProverRLConfig.validate``) run here too.
+Before the scale check, ``training.grpo.run`` calls :func:`check_model`: it names a starting model (``init_from``,
+``model.name_or_path``) that is neither a folder here nor a hub id. A prover run's own checks
+(``ProverRLConfig.validate``) run in :func:`check` too.
 A failure raises :class:`PreflightError` naming the key (a ``verifier.errors.InputError``: one message, exit
 code 2). ``preflight.enabled=false`` is not offered:
 skip the endpoint part only with ``PREFLIGHT_SKIP_ENDPOINTS=1`` (e.g. a dry composition on a login node).
