@@ -61,6 +61,7 @@ def check_scale(cfg: GRPORunConfig) -> None:
 
 def run(cfg: GRPORunConfig) -> dict[str, Any]:
     """Train (unless ``train=false``) and evaluate one configuration; returns the metrics dict (main process)."""
+    preflight.check_model(cfg)  # a mistyped model path is said as such, not as a real model with toy values
     check_scale(cfg)  # a real model with tiny values stops here, before anything is loaded or written
     ladder.prepare(cfg)  # per-variant data, held-out data present (training/ladder.py)
     preflight.check(cfg)  # vLLM configs and served endpoints (training/preflight.py)

@@ -11,6 +11,10 @@
   waits up to ``evaluate_run_wait_s`` for that run's ``train_summary.json``.
 * **The evaluation always happens.** A run whose held-out evaluation would have no data stops before
   loading unless ``eval.enabled=false`` is explicit.
+* **Every data file is there.** A ``data.root``, ``data.train_path``, ``data.eval_path`` (or the prover's
+  ``prover.problems`` / ``prover.eval_problems``) that does not exist stops the run, naming the key.
+
+A broken rule raises :class:`LadderConfigError` (a ``verifier.errors.InputError``: one message, exit code 2).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from training.scale import is_tiny_model
+from verifier.errors import InputError
 
 log = logging.getLogger("training.ladder")
 
@@ -31,8 +36,8 @@ HELD_OUT_FILE = "held_out.jsonl"  # data_pipeline.splits' held-out side, at the 
 SUMMARY_FILE = "summary.json"  # written by data_pipeline.grpo_dataset next to trajectories.jsonl
 
 
-class LadderConfigError(ValueError):
-    """A ladder row whose data or evaluation would make its Table 3 number meaningless."""
+class LadderConfigError(InputError):
+    """A ladder row whose data or evaluation would make its Table 3 number meaningless (names the key)."""
 
 
 def resolve_data(cfg: Any) -> None:
@@ -89,20 +94,38 @@ def check_heldout(cfg: Any) -> None:
             f"{cfg.experiment_name}: eval.enabled=true but data.eval_path=null: the run would train and write no "
             f"metrics. Set data.eval_path (the held-out JSONL of data_pipeline.splits), data.root=DIR "
             f"(DIR/{HELD_OUT_FILE}), or eval.enabled=false to train without a held-out evaluation")
-    if d.eval_path and not Path(d.eval_path).exists():
-        raise LadderConfigError(f"data.eval_path={d.eval_path}: no such file")
     if d.n_eval is not None and d.n_eval < 1:
         raise LadderConfigError(f"data.n_eval={d.n_eval}: the held-out evaluation needs at least one record "
                                 f"(or eval.enabled=false)")
 
 
-def check_train_data(cfg: Any) -> None:
-    """The training file of a jsonl row exists (checked before anything is loaded)."""
+def data_files(cfg: Any) -> list[tuple[str, str]]:
+    """(key, path) of every data file the run will read (a prover run reads problems, not trajectories)."""
+    if cfg.prover.enabled:
+        given = [("prover.problems", cfg.prover.problems), ("prover.eval_problems", cfg.prover.eval_problems)]
+    elif cfg.data.source in ("jsonl", "processbench"):
+        given = [("data.train_path", cfg.data.train_path), ("data.eval_path", cfg.data.eval_path)]
+    else:  # synthetic: generated
+        given = []
+    return [(k, str(p)) for k, p in given if p]
+
+
+def check_data_files(cfg: Any) -> None:
+    """Every data file of the run exists (checked before anything is loaded); the error names the key."""
     d = cfg.data
-    if cfg.train and d.source == "jsonl" and d.train_path and not Path(d.train_path).exists():
-        hint = f" (data.root={d.root}: run data_pipeline.grpo_dataset variant={d.variant} out={d.root}/{d.variant})" \
-            if getattr(d, "root", None) else ""
-        raise LadderConfigError(f"data.train_path={d.train_path}: no such file{hint}")
+    root = d.root
+    if d.source == "jsonl" and root and not Path(root).is_dir():
+        raise LadderConfigError(f"data.root={root}: no such directory (the layout data_pipeline.grpo_dataset "
+                                f"writes: ROOT/<variant>/{TRAIN_FILE} and ROOT/{HELD_OUT_FILE})")
+    for key, path in data_files(cfg):
+        if Path(path).exists():
+            continue
+        hint = ""
+        if root and key == "data.train_path" and path == str(Path(root) / d.variant / TRAIN_FILE):
+            hint = f" (data.root={root}: run data_pipeline.grpo_dataset variant={d.variant} out={root}/{d.variant})"
+        elif root and key == "data.eval_path" and path == str(Path(root) / HELD_OUT_FILE):
+            hint = f" (data.root={root}: put the held-out set of data_pipeline.splits there)"
+        raise LadderConfigError(f"{key}={path}: no such file{hint}")
 
 
 THINKING_MODELS = ("qwen3",)  # policies that think by default (Qwen3's chat template: enable_thinking=true)
@@ -178,5 +201,5 @@ def prepare(cfg: Any) -> None:
                                 f"(it cannot also train)")
     check_variant_data(cfg)
     check_thinking(cfg)
-    check_train_data(cfg)
+    check_data_files(cfg)
     check_heldout(cfg)

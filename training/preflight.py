@@ -12,10 +12,15 @@ validates, at start-up:
   and ``ParallelConfig`` are built with the run's values (the check that caught
   ``max_num_batched_tokens (8192) is smaller than max_model_len (16384)``).
 * every served endpoint the run will call: ``GET /v1/models`` of the meta-verifier (``reward.meta.endpoint``,
-  LLM meta judge) and of the verifier under test (``eval.engine=endpoint``), which must list the
-  configured model name; TRL's generation server (``grpo.vllm_mode=server``) must answer ``/health/``.
+  LLM meta judge), of the verifier under test (``eval.engine=endpoint``) and, for prover RL, of the verifier
+  and its pool (``prover.verifier``, ``prover.pool.verifiers``), which must list the configured model name;
+  TRL's generation server (``grpo.vllm_mode=server``) must answer ``/health/``.
 
-A failure raises :class:`PreflightError` naming the key. ``preflight.enabled=false`` is not offered:
+Before the scale check, ``training.grpo.run`` calls :func:`check_model`: it names a starting model (``init_from``,
+``model.name_or_path``) that is neither a folder here nor a hub id. A prover run's own checks
+(``ProverRLConfig.validate``) run in :func:`check` too.
+A failure raises :class:`PreflightError` naming the key (a ``verifier.errors.InputError``: one message, exit
+code 2). ``preflight.enabled=false`` is not offered:
 skip the endpoint part only with ``PREFLIGHT_SKIP_ENDPOINTS=1`` (e.g. a dry composition on a login node).
 """
 
@@ -24,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +37,31 @@ import requests
 from huggingface_hub import try_to_load_from_cache
 
 from training.model import ensure_model
+from training.scale import is_tiny_model
 from verifier.engine import served_models
+from verifier.errors import InputError
 from verifier.offline import llm_kwargs
 
 log = logging.getLogger("training.preflight")
 
 
-class PreflightError(ValueError):
-    """A vLLM config or an endpoint of a run that would fail after the weights load."""
+class PreflightError(InputError):
+    """A vLLM config or an endpoint of a run that would fail after the weights load (names the key)."""
+
+
+# ---------------------------------------------------------------------------------------------- the model
+
+_HUB_ID = re.compile(r"[\w][\w.-]*(/[\w][\w.-]*)?")  # org/name or name: what transformers takes for a hub id
+
+
+def check_model(cfg: Any) -> None:
+    """The starting weights (``init_from``, else ``model.name_or_path``) are a folder here or look like a hub id."""
+    key, path = ("init_from", cfg.init_from) if cfg.init_from else ("model.name_or_path", cfg.model.name_or_path)
+    path = str(path)
+    if Path(path).exists() or is_tiny_model(path) or _HUB_ID.fullmatch(path):
+        return  # the tiny default is built on demand; a hub id is resolved by transformers / vLLM
+    raise PreflightError(f"{key}={path}: no such model folder (give a local folder with config.json or a "
+                         f"Hugging Face hub id such as Qwen/Qwen3-8B)")
 
 
 # ---------------------------------------------------------------------------------------------- vLLM configs
@@ -105,8 +128,7 @@ def _validate(key: str, kw: dict[str, Any]) -> str:
         try:
             EngineArgs(**args).create_engine_config()
         except Exception as e:  # vLLM raises ValueError / pydantic ValidationError / TypeError
-            raise PreflightError(f"{key}: vLLM rejects this engine config ({type(e).__name__}: {e}); "
-                                 f"arguments {args}") from e
+            raise _rejected(key, args, e) from e
         return "engine_config"
     return _validate_classes(key, kw)
 
@@ -127,9 +149,16 @@ def _validate_classes(key: str, kw: dict[str, Any]) -> str:
         CacheConfig(**cache)
         ParallelConfig(tensor_parallel_size=int(kw.get("tensor_parallel_size") or 1))
     except Exception as e:
-        raise PreflightError(f"{key}: vLLM rejects this engine config ({type(e).__name__}: {e}); "
-                             f"arguments {kw}") from e
+        raise _rejected(key, kw, e) from e
     return "classes"
+
+
+def _rejected(key: str, kw: dict[str, Any], e: Exception) -> PreflightError:
+    """vLLM's refusal naming the keys its message mentions (``eval.offline.max_num_batched_tokens=1024``)."""
+    prefix = "" if key.endswith("*") else key + "."  # grpo.vllm_*: TRL derives its arguments from several keys
+    named = [f"{prefix}{k}={v}" for k, v in kw.items() if k != "model" and re.search(rf"\b{k}\b", str(e))]
+    return PreflightError(f"{key}: vLLM rejects this engine config{' (' + ', '.join(named) + ')' if named else ''}: "
+                          f"{type(e).__name__}: {e}; arguments {kw}")
 
 
 # ---------------------------------------------------------------------------------------------- endpoints
@@ -165,17 +194,26 @@ def check_generation_server(base_url: str) -> None:
 def endpoints(cfg: Any) -> list[tuple[str, Any]]:
     """(config key, EndpointConfig) of every OpenAI-compatible server the run will call."""
     out = []
-    uses_meta = "meta" in (cfg.reward.components or {}) or cfg.eval.enabled
+    p = cfg.prover
+    uses_meta = not p.enabled and ("meta" in (cfg.reward.components or {}) or cfg.eval.enabled)
     if cfg.reward.meta.kind == "llm" and uses_meta:
         out.append(("reward.meta.endpoint", cfg.reward.meta.endpoint))
     if cfg.eval.enabled and cfg.eval.engine == "endpoint":
         out.append(("eval.endpoint", cfg.eval.endpoint))
+    if p.enabled and ((cfg.train and p.reward == "verifier") or cfg.eval.enabled):  # the reward, the held-out judge
+        out.append(("prover.verifier", p.verifier))
+        out += [(f"prover.pool.verifiers[{i}]", ep) for i, ep in enumerate(p.pool.verifiers)]
     return out
 
 
 def check(cfg: Any, endpoints_too: bool | None = None) -> dict[str, Any]:
     """Validate every vLLM config and endpoint of a run; returns what was checked (logged)."""
     report: dict[str, Any] = {"vllm": {}, "endpoints": {}}
+    if cfg.prover.enabled:  # its own checks (prover.reward, prover.policy, ...), otherwise made when the reward is built
+        try:
+            cfg.prover.validate()
+        except ValueError as e:
+            raise PreflightError(str(e)) from e
     for key, kw in vllm_engines(cfg):
         report["vllm"][key] = validate_engine(key, kw)
     if endpoints_too is None:

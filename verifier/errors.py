@@ -2,8 +2,9 @@
 
 ``UserError`` is the base of every error whose cause is the user's input, not the code: a bad
 record (``verifier.records.RecordError``, ``verifier.io.DatasetError``), a bad config value
-(``InputError``), toy-scale values in a real run (``training.scale.ToyScaleError``), a budget that
-cannot fit (``verifier.budget.BudgetError``), a judge endpoint that keeps failing
+(``InputError``), toy-scale values in a real run (``training.scale.ToyScaleError``), a ladder rule or
+start-up check of a training run (``training.ladder.LadderConfigError``, ``training.preflight.PreflightError``),
+a budget that cannot fit (``verifier.budget.BudgetError``), a judge endpoint that keeps failing
 (``training.rewards.JudgeFailureError``), an output held by another process (subclass ``UserError``).
 Missing files (``FileNotFoundError``) and Hydra's own errors (unknown override key, bad override
 value) are treated the same way.
