@@ -252,5 +252,10 @@ def test_prover_reasoning_formats_and_the_gold_reward():
               [{"role": "assistant", "content": "DRAFT without an end"}], [{"role": "assistant", "content": gold[2]}]]
     out, unfinished, prompts = sent("think_opened", opened)
     assert out == [1.0, 0.0, 0.0] and unfinished == 2 and len(prompts) == 1 and "DRAFT" not in str(prompts)
+    # TRL parsed the thinking off by the chat template (transformers' response schema): nothing ended it
+    parsed = [[{"role": "assistant", "reasoning_content": "DRAFT", "content": gold[0]}],
+              [{"role": "assistant", "reasoning_content": "DRAFT cut mid-thought", "content": ""}], completions[2]]
+    out, unfinished, prompts = sent("think", parsed)
+    assert out == [1.0, 0.0, 1.0] and unfinished == 1 and len(prompts) == 2 and "DRAFT" not in str(prompts)
     with pytest.raises(ValueError, match="prover.reasoning_format"):
         ProverRLConfig(reasoning_format="harmony").validate()

@@ -44,7 +44,7 @@ from data_pipeline.synthetic_check import check_proof, parse_problem
 from eval.proverbench import ProverBenchConfig, RefineConfig, decide, judgments_path
 from eval.proverbench import run as proverbench
 from training.rewards import JudgeFailureError, _all_ranks_sum, _log, _log_extra, _world_size, completion_text
-from verifier.engine import EndpointConfig, OpenAIEngine
+from verifier.engine import EndpointConfig, OpenAIEngine, message_reasoning
 from verifier.formats import ProofProblem, load_proofbench_problems
 from verifier.generation import UNFINISHED_THINKING, GenerationConfig, proof_steps_of, unfinished_thinking
 from verifier.identity import ProblemIndex
@@ -180,7 +180,8 @@ def _trajs(completions: Sequence[Any], kwargs: dict[str, Any], reasoning_format:
         raise KeyError("the prover reward needs the dataset column 'problem' (training.prover_reward.problem_rows)")
     out = []
     for i, c in enumerate(completions):
-        steps = proof_steps_of(completion_text(c), reasoning_format)
+        thinking = "".join(message_reasoning(m) for m in c) if isinstance(c, list) else ""  # separated by TRL
+        steps = proof_steps_of(completion_text(c), reasoning_format, thinking)
         meta = {} if steps is not None else {"generation_status": UNFINISHED_THINKING}
         out.append(ProofTrajectory(f"{col['problem_id'][i]}/c{i}", str(col["problem_id"][i]), col["problem"][i],
                                    tuple(steps or [""]), reference_solution=col["reference_solution"][i] or "",
