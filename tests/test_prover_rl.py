@@ -1,4 +1,5 @@
-"""Prover GRPO (issue 25 item 2): the gold checker, the prover reward and its failure handling."""
+"""Prover GRPO (issue 25 item 2): the gold checker, the prover reward and its failure handling; thinking provers
+(issue 42 item 4): the verifier judges the proof after the reasoning."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 import dataclasses
 
 import pytest
+from test_proverbench import RecordingEngine
 
 from data_pipeline.synthetic import generate_synthetic
 from data_pipeline.synthetic_check import check_proof, gold_proof, proof_text
@@ -13,8 +15,6 @@ from training.prover_reward import GoldReward, ProverReward, ProverRLConfig, pro
 from training.rewards import JudgeFailureError
 from verifier.engine import EndpointConfig, OpenAIEngine
 from verifier.judging import synthetic_verdict_regex
-
-from test_proverbench import RecordingEngine
 
 
 def test_gold_checker_agrees_with_the_planted_annotations():

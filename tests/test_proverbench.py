@@ -1,4 +1,5 @@
-"""ProverBench: the IMO-ProofBench v2 importer, and runs end to end on the session vLLM server (tiny model)."""
+"""ProverBench: the IMO-ProofBench v2 importer, runs end to end on the session vLLM server (tiny model), and a
+thinking prover's proofs judged without their reasoning (issue 42 item 4)."""
 
 from __future__ import annotations
 
