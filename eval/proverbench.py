@@ -5,10 +5,12 @@ verifier.base_url=URL verifier.model=NAME [judge.n=8] [proofs_per_problem=1] [re
 [pool.verifiers='[{base_url: URL2, model: NAME2}]' pool.rule=all|majority]``
 
 1. Generation on THE generation runner (``verifier.generation``): the B.1 prompt for each
-   (problem, sample); the completion is split into steps and appended to ``DIR/proofs.jsonl`` as
+   (problem, sample); the completion, its reasoning removed (``generation.reasoning_format``: ``think``
+   (default) | ``think_opened`` | ``none``), is split into steps and appended to ``DIR/proofs.jsonl`` as
    a trajectory (``generator`` = the model; generation status in ``meta``). A truncated or empty
-   proof is kept (it will be judged, and rejected); a failed request is not persisted and is
-   retried by the next run.
+   proof is kept (it will be judged, and rejected); a proof whose thinking never ended is kept as
+   ``unfinished_thinking``: never judged, not accepted, counted; a failed request is not persisted and
+   is retried by the next run.
 2. Judging: ``judge.n`` passes (8) under ``judge.policy`` (pessimistic: accepted only if every
    pass accepts), the reference solution in the prompt when the set has one
    (``judge.with_reference``). Rows go to ``DIR/judgments.jsonl``.
@@ -53,12 +55,14 @@ from verifier.generation import (
     history_entry,
     refine_condition,
     tasks_for,
+    unfinished_thinking,
     version_id,
 )
 from verifier.generation import generate as run_generation
 from verifier.io import load_trajectories
 from verifier.judging import JudgeConfig, PassCache
 from verifier.outputs import holds_output
+from verifier.parser import REASONING_FORMATS
 from verifier.pool import PoolConfig, member_labels, pool_accepts
 from verifier.records import ProofTrajectory, Verdict
 from verifier.results import (
@@ -116,6 +120,9 @@ class ProverBenchConfig:
             raise ValueError(f"proverbench config, field 'proofs_per_problem': must be >= 1, got {self.proofs_per_problem}")
         if self.refine.rounds < 0:
             raise ValueError(f"proverbench config, field 'refine.rounds': must be >= 0, got {self.refine.rounds}")
+        if self.generation.reasoning_format not in REASONING_FORMATS:
+            raise ValueError(f"proverbench config, field 'generation.reasoning_format': expected one of "
+                             f"{', '.join(REASONING_FORMATS)}, got {self.generation.reasoning_format!r}")
         self.pool.validate()
 
 
@@ -142,7 +149,7 @@ def generate(tasks: Sequence[GenTask], cfg: ProverBenchConfig, out: Path,
     s = run_generation(tasks, engine or OpenAIEngine(cfg.generator), generation_config(cfg), out / "proofs.jsonl",
                        histories=histories, progress=cfg.progress, desc=desc)
     return {"proofs_already_done": s["already_done"], "generated": s["generated"], "generation_failed": s["failed"],
-            "generation_truncated": s["truncated"]}
+            "generation_truncated": s["truncated"], "generation_unfinished_thinking": s["unfinished_thinking"]}
 
 
 def members(cfg: ProverBenchConfig) -> list[EndpointConfig]:
@@ -183,9 +190,12 @@ def judge(trajs: Sequence[ProofTrajectory], cfg: ProverBenchConfig, out: Path, k
              "judge_pass_status": s["pass_status"]}, res.rows)
 
 
-def decide(tid: str, member_rows: Sequence[dict[str, dict[str, Any]]], rule: str) -> bool | None:
-    """The pool's decision on one version (None while a member has not judged it)."""
-    rows = [r.get(tid) for r in member_rows]
+def decide(t: ProofTrajectory, member_rows: Sequence[dict[str, dict[str, Any]]], rule: str) -> bool | None:
+    """The pool's decision on one version (None while a member has not judged it); a proof whose thinking
+    never ended is never judged and not accepted (False)."""
+    if unfinished_thinking(t):
+        return False
+    rows = [r.get(t.id) for r in member_rows]
     if any(r is None for r in rows):
         return None
     return pool_accepts([r["verdict"] == "valid" for r in rows], rule)  # type: ignore[index]
@@ -203,20 +213,23 @@ def rejecting_row(tid: str, member_rows: Sequence[dict[str, dict[str, Any]]]) ->
 def score(trajs: Sequence[ProofTrajectory], rows: dict[str, dict[str, Any]], cfg: ProverBenchConfig,
           decisions: dict[str, bool | None] | None = None) -> dict[str, Any]:
     """Step 4: the metrics document (acceptance by split / subject, k-curve, flip rate). ``decisions``: the
-    pool's (default: the main verifier's verdicts); the k-curve and flip rate are the main verifier's passes."""
+    pool's (default: the main verifier's verdicts); a proof whose thinking never ended counts as not accepted
+    (``counts.unfinished_thinking``); the k-curve and flip rate are the main verifier's passes (judged proofs)."""
     spec = cfg.bootstrap
-    scored = [t for t in trajs if t.id in rows and (decisions is None or decisions.get(t.id) is not None)]
-    preds = [Prediction.from_dict(rows[t.id]) for t in scored]
+    scored = [t for t in trajs if unfinished_thinking(t) or
+              (t.id in rows and (decisions is None or decisions.get(t.id) is not None))]
+    judged = [t for t in scored if not unfinished_thinking(t)]
+    preds = {t.id: Prediction.from_dict(rows[t.id]) for t in judged}
 
-    accepted = ([p.verdict is Verdict.VALID for p in preds] if decisions is None
-                else [bool(decisions[t.id]) for t in scored])
+    accepted = [False if t.id not in preds else
+                (preds[t.id].verdict is Verdict.VALID if decisions is None else bool(decisions[t.id])) for t in scored]
     table = acceptance_table(scored, accepted, spec, tuple(cfg.breakdowns))
     statuses: dict[str, int] = {}
     for t in scored:
         s = str(t.meta.get("generation_status", "ok"))
         statuses[s] = statuses.get(s, 0) + 1
     judge_status: dict[str, int] = {}
-    for t in scored:
+    for t in judged:
         s = rows[t.id].get("status", "ok")
         judge_status[s] = judge_status.get(s, 0) + 1
     doc: dict[str, Any] = {
@@ -231,20 +244,21 @@ def score(trajs: Sequence[ProofTrajectory], rows: dict[str, dict[str, Any]], cfg
             "proofs": len(scored),
             "accepted": sum(accepted),
             "not_scored": len(trajs) - len(scored),
-            "with_reference": sum(1 for t in scored if rows[t.id].get("with_reference")),
+            "unfinished_thinking": len(scored) - len(judged),  # never judged, not accepted
+            "with_reference": sum(1 for t in judged if rows[t.id].get("with_reference")),
             "generation_status": statuses,
             "judge_status": judge_status,
-            "unparseable_passes": sum(int(rows[t.id].get("n_unparseable", 0)) for t in scored),
+            "unparseable_passes": sum(int(rows[t.id].get("n_unparseable", 0)) for t in judged),
         },
         "bootstrap": spec.to_dict(),
     }
     for fld in cfg.breakdowns:
         for key, m in (table.get(fld) or {}).items():
             doc[f"proverbench.acceptance.{fld}.{key}"] = m
-    passes = [p.passes for p in preds]
+    passes = [preds[t.id].passes for t in judged]
     if any(passes):
-        doc["k_curve"] = k_curve([None] * len(scored), passes, spec)
-        doc["flip"] = flip_rate(passes, [t.problem_id for t in scored], spec)
+        doc["k_curve"] = k_curve([None] * len(judged), passes, spec)
+        doc["flip"] = flip_rate(passes, [t.problem_id for t in judged], spec)
     return doc
 
 
@@ -303,8 +317,9 @@ def run_rounds(problems: Sequence[ProofProblem], cfg: ProverBenchConfig, out: Pa
             trajs[t.id] = t
             chain[(t.problem_id, int(t.meta.get("proof_index", 0)))].append(t.id)
         rcounts: Counter = Counter(g)
+        finished = [t for t in new if not unfinished_thinking(t)]  # an unfinished thinking is never judged
         for k in range(n_members):
-            c, rows = judge(new, cfg, out, k)
+            c, rows = judge(finished, cfg, out, k)
             member_rows[k].update(rows)
             if k == 0:
                 rcounts.update({key: v for key, v in c.items() if key != "judge_pass_status"})
@@ -312,7 +327,7 @@ def run_rounds(problems: Sequence[ProofProblem], cfg: ProverBenchConfig, out: Pa
             else:
                 rcounts[f"pool{k}_judge_incomplete"] += c["judge_incomplete"]
         for t in new:
-            decisions[t.id] = decide(t.id, member_rows, cfg.pool.rule)
+            decisions[t.id] = decide(t, member_rows, cfg.pool.rule)
         per_round.append({"round": r, "revised": len(tasks) if r else 0, **dict(rcounts)})
         for key, v in rcounts.items():
             if key != "judge_pass_status":
@@ -403,7 +418,8 @@ def run(cfg: ProverBenchConfig, generator_engine: Engine | None = None) -> dict[
         scored = [t for t in first if res["decisions"].get(t.id) is not None]
         doc["pool"] = {"rule": cfg.pool.rule, "pool": doc["acceptance"]["overall"], "members": [
             {"label": lab, "model": ep.model, "acceptance": acceptance_table(
-                scored, [res["rows"][k][t.id]["verdict"] == "valid" for t in scored], spec, ())["overall"]}
+                scored, [not unfinished_thinking(t) and res["rows"][k][t.id]["verdict"] == "valid" for t in scored],
+                spec, ())["overall"]}
             for k, (lab, ep) in enumerate(zip(labels, members(cfg)))]}
         for m in doc["pool"]["members"]:
             doc[f"proverbench.acceptance.model.{m['label']}"] = m["acceptance"]
@@ -455,10 +471,10 @@ def run(cfg: ProverBenchConfig, generator_engine: Engine | None = None) -> dict[
     if cfg.wandb.enabled:
         table_rows = [{"id": t.id, "problem_id": t.problem_id, "split": t.split, "subject": t.subject,
                        "round": t.meta.get("round", 0), "generation_status": t.meta.get("generation_status"),
-                       "verdict": rows[t.id]["verdict"], "pool_accepts": res["decisions"].get(t.id),
-                       "n_accept": rows[t.id].get("n_accept"),
-                       "n_passes": rows[t.id].get("n_passes"), "proof": "\n\n".join(t.proof_steps)[:2000]}
-                      for t in all_versions if t.id in rows]
+                       "verdict": rows.get(t.id, {}).get("verdict"), "pool_accepts": res["decisions"].get(t.id),
+                       "n_accept": rows.get(t.id, {}).get("n_accept"),
+                       "n_passes": rows.get(t.id, {}).get("n_passes"), "proof": "\n\n".join(t.proof_steps)[:2000]}
+                      for t in all_versions if t.id in rows or unfinished_thinking(t)]
         log_eval(out, doc, cfg=asdict(_redacted(cfg)), wandb_cfg=cfg.wandb, rows=table_rows,
                  job_type="proverbench")
     print(f"wrote {path} and {report}")

@@ -118,7 +118,7 @@ def test_each_task_once_failed_requests_retried(tmp_path):
     assert {r["id"]: r["proof_steps"] for r in read_jsonl(alone)} == {r["id"]: r["proof_steps"] for r in rows}
     s = generate(tasks, FakeEngine(), GenerationConfig(), out, progress=False)
     assert s["already_done"] == 12 and outcome_counts(s) == dict.fromkeys(("generated", "failed", "truncated",
-                                                                           "too_long"), 0)
+                                                                           "too_long", "unfinished_thinking"), 0)
     with pytest.raises(ValueError, match="duplicate"):
         generate(tasks + tasks[:1], FakeEngine(), GenerationConfig(), out, progress=False)
 

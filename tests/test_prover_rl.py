@@ -1,4 +1,5 @@
-"""Prover GRPO (issue 25 item 2): the gold checker, the prover reward and its failure handling."""
+"""Prover GRPO (issue 25 item 2): the gold checker, the prover reward and its failure handling; thinking provers
+(issue 42 item 4): the verifier judges the proof after the reasoning."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 import dataclasses
 
 import pytest
+from test_proverbench import RecordingEngine
 
 from data_pipeline.synthetic import generate_synthetic
 from data_pipeline.synthetic_check import check_proof, gold_proof, proof_text
@@ -183,3 +185,77 @@ def test_prover_rl_accelerate_launch_with_the_served_verifier(tmp_path, tiny_mod
     assert set(m["gold"]) == {"round0", "refined"} and m["gold"]["round0"]["n"] == 6
     assert (out / "heldout" / "proofs.jsonl").exists() and (out / "heldout" / "report.md").exists()
     assert "test-key" not in (out / "config.json").read_text()  # the API key never reaches a file
+
+
+# ---------------------------------------------------------------------------------------------- thinking provers
+
+
+def _thinking_completions(probs):
+    """A thinking prover's completions: thinking (a wrong draft) then the gold proof; thinking cut by the token
+    budget (no closing tag); a non-thinking proof."""
+    gold = [proof_text(gold_proof(p.problem)) for p in probs]
+    texts = [f"<think>\nStep 0: DRAFT 1 + 1 = 3?\n\nStep 1: no wait.</think>\n{gold[0]}",
+             f"<think>\nStep 0: DRAFT {gold[1]} and then, hmm",
+             gold[2]]
+    return gold, [[{"role": "assistant", "content": t}] for t in texts]
+
+
+@pytest.mark.parametrize("verifier", ["fake", pytest.param("served", marks=pytest.mark.vllm)])
+def test_prover_reward_judges_the_proof_after_the_thinking(verifier, request):
+    """The verifier receives only the proof after ``</think>`` (the very prompt of the bare proof); an
+    unfinished thinking is never sent, earns 0 and is counted; a non-thinking prover's text is unchanged."""
+    probs = synthetic_problems(3, seed=4)
+    gold, completions = _thinking_completions(probs)
+    if verifier == "served":  # the session vLLM server, its verdicts steered to accept half the passes
+        cfg = _cfg(request.getfixturevalue("endpoint"))
+        real = OpenAIEngine(cfg.verifier)
+    else:
+        cfg, real = ProverRLConfig(enabled=True, judge=dataclasses.replace(ProverRLConfig().judge, n=2)), None
+    logged = {}
+    kw = {**_columns(probs, 1), "log_metric": lambda k, v: logged.__setitem__(k, v)}
+    think, bare = RecordingEngine(real), RecordingEngine(real)
+    r = ProverReward(cfg, engines=[think])
+    out = asyncio.run(r(completions, **kw))
+    plain = asyncio.run(ProverReward(cfg, engines=[bare])([[{"role": "assistant", "content": g}] for g in gold],
+                                                           **_columns(probs, 1)))
+    assert out[1] == 0.0 and r.last.n_unfinished == 1 and logged["prover/unfinished_thinking"] == 1
+    assert r.last.n_checked == 3 and r.last.n_true == 2  # the unfinished one is no true proof
+    assert [out[0], out[2]] == [plain[0], plain[2]]  # same seeds, same prompts: same verdicts
+    if verifier == "fake":
+        assert out == [1.0, 0.0, 1.0] and r.last.n_accepted == 2
+    assert [any(f"/c{i}" in k for k in think.prompts) for i in range(3)] == [True, False, True]  # c1 never sent
+    assert think.prompts == {k: v for k, v in bare.prompts.items() if "/c1" not in k}
+    assert not any("DRAFT" in p or "think>" in p for p in think.prompts.values())
+    assert all(s in next(iter(think.prompts.values())) for s in gold_proof(probs[0].problem))
+    from training.prover_reward import summary
+    assert summary([r])["unfinished_thinking"] == 1 and summary([r])["per_step"][0]["unfinished_thinking"] == 1
+
+
+def test_prover_reasoning_formats_and_the_gold_reward():
+    """``prover.reasoning_format``: ``think`` (default), ``think_opened`` (the template opened the thinking),
+    ``none`` (a non-thinking prover: the text is judged as written); the gold reward reads the same proof."""
+    probs = synthetic_problems(3, seed=4)
+    gold, completions = _thinking_completions(probs)
+    cols = _columns(probs, 1)
+    assert GoldReward()(completions, **cols) == [1.0, 0.0, 1.0]
+    assert GoldReward(reasoning_format="none")(completions, **cols) == [0.0, 0.0, 1.0]  # the draft judged as steps
+    judge = dataclasses.replace(ProverRLConfig().judge, n=1, max_tokens=64)
+
+    def sent(fmt, comps):
+        rec = RecordingEngine()
+        r = ProverReward(ProverRLConfig(enabled=True, judge=judge, reasoning_format=fmt), engines=[rec])
+        return asyncio.run(r(comps, **cols)), r.last.n_unfinished, rec.prompts
+
+    out, unfinished, prompts = sent("none", completions)
+    assert out == [1.0] * 3 and unfinished == 0 and sum("DRAFT" in p for p in prompts.values()) == 2
+    opened = [[{"role": "assistant", "content": "DRAFT</think>\n" + gold[0]}],  # the prompt opened <think>
+              [{"role": "assistant", "content": "DRAFT without an end"}], [{"role": "assistant", "content": gold[2]}]]
+    out, unfinished, prompts = sent("think_opened", opened)
+    assert out == [1.0, 0.0, 0.0] and unfinished == 2 and len(prompts) == 1 and "DRAFT" not in str(prompts)
+    # TRL parsed the thinking off by the chat template (transformers' response schema): nothing ended it
+    parsed = [[{"role": "assistant", "reasoning_content": "DRAFT", "content": gold[0]}],
+              [{"role": "assistant", "reasoning_content": "DRAFT cut mid-thought", "content": ""}], completions[2]]
+    out, unfinished, prompts = sent("think", parsed)
+    assert out == [1.0, 0.0, 1.0] and unfinished == 1 and len(prompts) == 2 and "DRAFT" not in str(prompts)
+    with pytest.raises(ValueError, match="prover.reasoning_format"):
+        ProverRLConfig(reasoning_format="harmony").validate()

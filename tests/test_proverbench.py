@@ -1,7 +1,9 @@
-"""ProverBench: the IMO-ProofBench v2 importer, and runs end to end on the session vLLM server (tiny model)."""
+"""ProverBench: the IMO-ProofBench v2 importer, runs end to end on the session vLLM server (tiny model), and a
+thinking prover's proofs judged without their reasoning (issue 42 item 4)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -158,3 +160,104 @@ def test_proverbench_resumes_after_kill(endpoint, csv, tmp_path):
     assert [t.proof_steps for t in load_trajectories(out / "proofs.jsonl").records] == \
         [t.proof_steps for t in load_trajectories(tmp_path / "clean" / "proofs.jsonl").records]
     assert clean["proverbench.acceptance"]["counts"] == doc["proverbench.acceptance"]["counts"]
+
+
+# ---------------------------------------------------------------------------------------------- thinking provers
+
+
+class RecordingEngine:
+    """A verifier engine that records what it is sent (request key -> prompt): the real served one, or, when
+    ``engine`` is None, a fake that accepts every proof."""
+
+    def __init__(self, engine=None):
+        self.engine, self.model, self.prompts = engine, getattr(engine, "model", "accept-all"), {}
+
+    async def agenerate(self, requests, sampling):
+        from verifier.engine import Completion
+        from verifier.parser import format_verification
+
+        self.prompts.update({r.key: r.messages[-1]["content"] for r in requests})
+        if self.engine is not None:
+            return await self.engine.agenerate(requests, sampling)
+        return [[Completion(format_verification("valid", -1, "Every step holds."), "stop")] * r.n for r in requests]
+
+    def generate(self, requests, sampling, progress=False):
+        from verifier.engine import run_sync
+
+        return run_sync(self.agenerate(requests, sampling))
+
+
+class ThinkingProver:
+    """A thinking prover (fake generator): problem q0 thinks (a wrong draft) then writes its proof, q1 is cut by
+    the token budget inside its thinking, q2 writes its proof without thinking."""
+
+    model = "thinking-prover"
+
+    def generate(self, requests, sampling, progress=False):
+        from verifier.engine import Completion
+
+        out = []
+        for r in requests:
+            i = int(r.key.split("/")[0][1:])
+            proof = f"Step 0: {i} + {i} = {2 * i}\nStep 1: So {2 * i} is even."
+            out.append([[Completion(f"<think>\nStep 0: DRAFT {i} + {i} = {2 * i + 1}?</think>\n{proof}", "stop"),
+                         Completion(f"<think>\nStep 0: DRAFT {i} + {i}, hmm", "length"),
+                         Completion(proof, "stop")][i]])
+        return out
+
+    async def agenerate(self, requests, sampling):
+        return self.generate(requests, sampling)
+
+
+@pytest.mark.parametrize("verifier", ["fake", pytest.param("served", marks=pytest.mark.vllm)])
+def test_proverbench_judges_the_proof_after_the_thinking(verifier, request, tmp_path, monkeypatch):
+    """Proofs are stored and judged without the thinking; a proof whose thinking never ended is kept, never
+    judged (by any pool member, in any round), counted and not accepted; a non-thinking proof is unchanged."""
+    import eval.proverbench as pb
+
+    problems, out = tmp_path / "problems.jsonl", tmp_path / "run"
+    write_jsonl(problems, [{"id": f"q{i}", "problem": f"Prove that {i} + {i} is even.", "split": s, "subject": "NT"}
+                           for i, s in enumerate(["UG", "QE", "UG"])])
+    extra = ["wandb.enabled=false", "judge.n=2", "refine.rounds=1",
+             "pool.verifiers=[{base_url: 'http://127.0.0.1:9/v1', model: second}]"]
+    if verifier == "served":  # the session vLLM server judges (pool member 1 too), steered to accept half the passes
+        cfg = _cfg(request.getfixturevalue("endpoint"), problems, out, *extra)
+        cfg.pool.verifiers[0] = cfg.verifier
+    else:
+        cfg = compose("proverbench", ProverBenchConfig, [f"problems={problems}", f"out={out}", "bootstrap_n=50",
+                                                         "progress=false", *extra])
+    real, recorders = pb.verifier_engine, []
+
+    def recording(cfg, k=0):
+        recorders.append(RecordingEngine(real(cfg, k) if verifier == "served" else None))
+        return recorders[-1]
+
+    monkeypatch.setattr(pb, "verifier_engine", recording)
+    doc = run(cfg, generator_engine=ThinkingProver())
+    proofs = {t.id: t for t in load_trajectories(out / "proofs.jsonl").records}
+    assert proofs["q0/g0"].proof_steps == ("0 + 0 = 0", "So 0 is even.")  # the thinking is gone
+    assert proofs["q2/g0"].proof_steps == ("2 + 2 = 4", "So 4 is even.")  # no thinking: as written
+    assert proofs["q1/g0"].proof_steps == ("",) and proofs["q1/g0"].meta["generation_status"] == "unfinished_thinking"
+    assert not any(i.startswith("q1/g0/") for i in proofs)  # never revised: no critique exists
+    prompts = {k: p for rec in recorders for k, p in rec.prompts.items()}
+    assert prompts and not any(k.startswith("q1/") for k in prompts)  # never sent to a verifier
+    assert not any("DRAFT" in p or "think>" in p for p in prompts.values())
+    assert all("Step 0: 0 + 0 = 0\nStep 1: So 0 is even." in p for k, p in prompts.items() if k.startswith("q0/"))
+    for name in ("judgments.jsonl", "judgments.pool1.jsonl"):
+        assert "q1/g0" not in {r["id"] for r in read_jsonl(out / name)}
+    c = doc["counts"]
+    assert c["proofs"] == 3 and c["unfinished_thinking"] == 1 and c["not_scored"] == 0
+    assert c["generation_status"] == {"ok": 2, "unfinished_thinking": 1} and sum(c["judge_status"].values()) == 2
+    assert doc["run"]["generation_unfinished_thinking"] == 1
+    n_ok = doc["proverbench.acceptance"]["counts"]
+    assert n_ok["n"] == 3 and n_ok["accepted"] <= 2
+    assert all(m["acceptance"]["counts"]["n"] == 3 for m in doc["pool"]["members"])
+    assert all(b["acceptance"]["overall"]["counts"]["n"] == 3 for b in doc["refine"]["by_round"])
+    if verifier == "fake":  # the verifier accepts every proof it sees: only the unfinished one is not accepted
+        assert n_ok == {"accepted": 2, "n": 3} and doc["refine"]["by_round"][1]["acceptance"]["overall"]["counts"] == \
+            {"accepted": 2, "n": 3}
+    assert "| unfinished_thinking | 1 |" in (out / "report.md").read_text()
+    again = run(cfg, generator_engine=ThinkingProver())  # resume: nothing generated or judged again
+    assert again["run"]["generated"] == 0 and again["run"]["judged"] == 0 and again["counts"] == doc["counts"]
+    with pytest.raises(ValueError, match="generation.reasoning_format"):
+        run(dataclasses.replace(cfg, generation=dataclasses.replace(cfg.generation, reasoning_format="harmony")))

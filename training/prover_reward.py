@@ -5,12 +5,16 @@ runs the same trainer, profiles, scale checks, W&B and launches as verifier trai
 row per problem, the B.1 prompt), the reward and the held-out evaluation (ProverBench on the saved prover)
 differ, and they live here.
 
-Reward (``ProverReward``): each completion is split into steps (``Step k:``) and judged by the verifier
-through THE judging runner (``verifier.runner.ajudge`` in memory: ``n_passes`` passes per proof, every call
+Reward (``ProverReward``): each completion loses its reasoning (``reasoning_format``: ``think`` (default:
+``<think>...</think>`` detected, a non-thinking prover's text unchanged) | ``think_opened`` | ``none``) and is
+split into steps (``Step k:``; ``verifier.generation.proof_steps_of``, as ProverBench's proofs) and judged by
+the verifier through THE judging runner (``verifier.runner.ajudge`` in memory: ``n_passes`` passes per proof, every call
 of the step in flight at once, bounded by ``judge.max_concurrency`` and the engine); the proof's reward is
 
 * ``policy=pessimistic``: 1 when all ``n_passes`` passes accept (section 4.4), else 0;
-* ``policy=mean``: the fraction of passes that accept (an unparseable pass counts as not accepting).
+* ``policy=mean``: the fraction of passes that accept (an unparseable pass counts as not accepting);
+* a completion whose thinking never ended (``<think>`` without ``</think>``, e.g. cut by the token budget):
+  0, never judged, counted (``prover/unfinished_thinking``).
 
 A judge pool (``pool.verifiers``) combines its members' scores with ``verifier.pool.pool_score`` (all: the
 minimum; majority). Failure-aware like the meta reward (``training.rewards.MetaReward``): a proof whose
@@ -40,18 +44,19 @@ from data_pipeline.synthetic_check import check_proof, parse_problem
 from eval.proverbench import ProverBenchConfig, RefineConfig, decide, judgments_path
 from eval.proverbench import run as proverbench
 from training.rewards import JudgeFailureError, _all_ranks_sum, _log, _log_extra, _world_size, completion_text
-from verifier.engine import EndpointConfig, OpenAIEngine
+from verifier.engine import EndpointConfig, OpenAIEngine, message_reasoning
 from verifier.formats import ProofProblem, load_proofbench_problems
-from verifier.generation import GenerationConfig
+from verifier.generation import UNFINISHED_THINKING, GenerationConfig, proof_steps_of, unfinished_thinking
 from verifier.identity import ProblemIndex
 from verifier.io import load_trajectories, write_jsonl
 from verifier.judging import JudgeConfig
 from verifier.offline import VLLMOfflineEngine
+from verifier.parser import REASONING_FORMATS
 from verifier.pool import PoolConfig, pool_accepts, pool_score
 from verifier.records import ProofTrajectory, Verdict
 from verifier.results import WandbConfig
 from verifier.runner import ajudge, read_rows
-from verifier.templates import as_messages, render, split_proof_steps
+from verifier.templates import as_messages, render
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +78,7 @@ class ProverRLConfig:
     policy: str = "pessimistic"  # pessimistic | mean (over judge.n passes)
     max_failed_fraction: float = 0.25
     template: str = "generate_proof"  # the prover's prompt (verifier/prompts/<name>.j2)
+    reasoning_format: str = "think"  # the prover's reasoning, removed before judging: think | think_opened | none
     eval_passes: int = 8  # held-out ProverBench: pessimistic over this many passes (section 4.4), whatever the reward's
     eval_refine_rounds: int = 0  # held-out ProverBench: refine rounds on the saved prover
 
@@ -85,6 +91,9 @@ class ProverRLConfig:
             raise ValueError(f"prover.judge.n: must be >= 1, got {self.judge.n}")
         if not 0.0 <= self.max_failed_fraction <= 1.0:
             raise ValueError(f"prover.max_failed_fraction: must be in [0, 1], got {self.max_failed_fraction}")
+        if self.reasoning_format not in REASONING_FORMATS:
+            raise ValueError(f"prover.reasoning_format: expected one of {', '.join(REASONING_FORMATS)}, "
+                             f"got {self.reasoning_format!r}")
         self.pool.validate()
 
 
@@ -157,22 +166,26 @@ class ProverStepStats:
     n_true: int = 0
     n_hacked: int = 0  # accepted but false (synthetic problems only)
     n_checked: int = 0  # proofs with a gold check (synthetic problems)
+    n_unfinished: int = 0  # thinking never ended: reward 0, never judged
     latency_s: float = 0.0
     rewards: list = field(default_factory=list)
 
 
-def _trajs(completions: Sequence[Any], kwargs: dict[str, Any], round_: int = 0) -> list[ProofTrajectory]:
+def _trajs(completions: Sequence[Any], kwargs: dict[str, Any], reasoning_format: str = "think"
+           ) -> list[ProofTrajectory]:
+    """The completions as proofs without their reasoning; an unfinished thinking is marked (``meta``)."""
     n = len(completions)
     col = {c: kwargs.get(c) or [""] * n for c in PROVER_COLUMNS}
     if not any(col["problem"]):
         raise KeyError("the prover reward needs the dataset column 'problem' (training.prover_reward.problem_rows)")
     out = []
     for i, c in enumerate(completions):
-        text = completion_text(c)
-        steps = split_proof_steps(text) if text.strip() else [""]
+        thinking = "".join(message_reasoning(m) for m in c) if isinstance(c, list) else ""  # separated by TRL
+        steps = proof_steps_of(completion_text(c), reasoning_format, thinking)
+        meta = {} if steps is not None else {"generation_status": UNFINISHED_THINKING}
         out.append(ProofTrajectory(f"{col['problem_id'][i]}/c{i}", str(col["problem_id"][i]), col["problem"][i],
-                                   tuple(steps), reference_solution=col["reference_solution"][i] or "",
-                                   split=col["split"][i] or "", subject=col["subject"][i] or ""))
+                                   tuple(steps or [""]), reference_solution=col["reference_solution"][i] or "",
+                                   split=col["split"][i] or "", subject=col["subject"][i] or "", meta=meta))
     return out
 
 
@@ -220,12 +233,13 @@ class _StepLog:
     def _finish(self, st: ProverStepStats, kwargs: dict[str, Any]) -> None:
         self.last = st
         self.history.append(st)
-        for f in ("n", "n_failed", "n_accepted", "n_true", "n_hacked", "n_checked"):
+        for f in ("n", "n_failed", "n_accepted", "n_true", "n_hacked", "n_checked", "n_unfinished"):
             setattr(self.total, f, getattr(self.total, f) + getattr(st, f))
         self.total.latency_s += st.latency_s
         scored = max(1, st.n - st.n_failed)
         _log(kwargs, "prover/accept_rate", st.n_accepted / scored)
         _log(kwargs, "prover/judge_failures", st.n_failed)
+        _log(kwargs, "prover/unfinished_thinking", st.n_unfinished)
         _log(kwargs, "prover/judge_latency_s", st.latency_s)
         if st.n_checked:
             _log(kwargs, "prover/true_rate", st.n_true / st.n_checked)
@@ -246,18 +260,28 @@ class ProverReward(_StepLog):
         self.step = 0
 
     async def __call__(self, completions: list, **kwargs) -> list[float | None]:
-        trajs = _trajs(completions, kwargs)
+        trajs = _trajs(completions, kwargs, self.cfg.reasoning_format)
         # distinct ids per step: pass seeds differ from step to step (a proof written twice is judged afresh)
         trajs = [dataclasses.replace(t, id=f"s{self.step}/{t.id}") for t in trajs]
         self.step += 1
         t0 = time.monotonic()
-        results = await asyncio.gather(*(ajudge(trajs, e, self.judge_cfg) for e in self.engines))
+        judged = [i for i, t in enumerate(trajs) if not unfinished_thinking(t)]  # the verifier sees proofs only
+        results = (await asyncio.gather(*(ajudge([trajs[i] for i in judged], e, self.judge_cfg)
+                                          for e in self.engines))) if judged else []
+        at = {i: k for k, i in enumerate(judged)}
         st = ProverStepStats(n=len(trajs), latency_s=time.monotonic() - t0)
         truth = gold_truth(trajs)
         rewards: list[float | None] = []
         labels: list[str] = []
         for i in range(len(trajs)):
-            scores = [judgment_score(res.judgments[i], self.cfg.policy) for res in results]
+            if i not in at:  # the thinking never ended: no proof to judge, reward 0
+                st.n_unfinished += 1
+                rewards.append(0.0)
+                labels.append(UNFINISHED_THINKING)
+                if truth[i] is not None:
+                    st.n_checked += 1
+                continue
+            scores = [judgment_score(res.judgments[at[i]], self.cfg.policy) for res in results]
             if any(s is None for s in scores):
                 st.n_failed += 1
                 rewards.append(None)
@@ -266,7 +290,8 @@ class ProverReward(_StepLog):
             s = pool_score(scores, self.cfg.pool.rule)  # type: ignore[arg-type]
             rewards.append(s)
             # accepted = every pass accepts (pessimistic, section 4.4), by the pool's rule: what "hacking" counts
-            accepted = pool_accepts([res.judgments[i].verdict is Verdict.VALID for res in results], self.cfg.pool.rule)
+            accepted = pool_accepts([res.judgments[at[i]].verdict is Verdict.VALID for res in results],
+                                    self.cfg.pool.rule)
             st.n_accepted += accepted
             if truth[i] is not None:
                 st.n_checked += 1
@@ -295,17 +320,19 @@ class ProverReward(_StepLog):
 class GoldReward(_StepLog):
     """The exact synthetic checker as the reward (the upper bound of the hacking experiment)."""
 
-    def __init__(self, name: str = "prover_gold"):
+    def __init__(self, name: str = "prover_gold", reasoning_format: str = "think"):
         super().__init__()
         self.__name__ = name
+        self.reasoning_format = reasoning_format
 
     def __call__(self, completions: list, **kwargs) -> list[float | None]:
-        trajs = _trajs(completions, kwargs)
+        trajs = _trajs(completions, kwargs, self.reasoning_format)
         truth = gold_truth(trajs)
         if any(t is None for t in truth):
             bad = next(t for t, v in zip(trajs, truth) if v is None)
             raise ValueError(f"record {bad.problem_id!r}, field 'problem': reward=gold needs synthetic problems")
-        st = ProverStepStats(n=len(trajs), n_checked=len(trajs), n_true=sum(bool(v) for v in truth))
+        st = ProverStepStats(n=len(trajs), n_checked=len(trajs), n_true=sum(bool(v) for v in truth),
+                             n_unfinished=sum(map(unfinished_thinking, trajs)))
         st.n_accepted = st.n_true
         st.rewards = [1.0 if v else 0.0 for v in truth]
         self._finish(st, kwargs)
@@ -315,7 +342,7 @@ class GoldReward(_StepLog):
 def build_prover_reward(cfg: ProverRLConfig) -> tuple[list, list[float]]:
     """TRL ``reward_funcs`` and ``reward_weights`` of a prover run."""
     cfg.validate()
-    return ([GoldReward()] if cfg.reward == "gold" else [ProverReward(cfg)]), [1.0]
+    return ([GoldReward(reasoning_format=cfg.reasoning_format)] if cfg.reward == "gold" else [ProverReward(cfg)]), [1.0]
 
 
 def summary(funcs: Sequence[Any]) -> dict[str, Any]:
@@ -325,11 +352,12 @@ def summary(funcs: Sequence[Any]) -> dict[str, Any]:
         return {}
     t = f.total
     return {"completions": t.n, "judge_failed": t.n_failed, "accepted": t.n_accepted, "true": t.n_true,
-            "hacked": t.n_hacked, "checked": t.n_checked, "judge_latency_s_total": round(t.latency_s, 3),
+            "hacked": t.n_hacked, "checked": t.n_checked, "unfinished_thinking": t.n_unfinished,
+            "judge_latency_s_total": round(t.latency_s, 3),
             "per_step": [{"accept_rate": s.n_accepted / max(1, s.n - s.n_failed),
                           "true_rate": s.n_true / s.n_checked if s.n_checked else None,
                           "hacking_rate": s.n_hacked / s.n_checked if s.n_checked else None,
-                          "failed": s.n_failed} for s in f.history]}
+                          "failed": s.n_failed, "unfinished_thinking": s.n_unfinished} for s in f.history]}
 
 
 # ---------------------------------------------------------------------------------------------- held-out
@@ -344,7 +372,7 @@ def gold_table(out: Any, n_members: int, rule: str) -> dict[str, Any]:
     first: dict[tuple[str, int], ProofTrajectory] = {}
     for t in load_trajectories(out / "proofs.jsonl").records:
         key = (t.problem_id, int(t.meta.get("proof_index", 0)))
-        if decide(t.id, rows, rule) is None:
+        if decide(t, rows, rule) is None:
             continue
         if int(t.meta.get("round", 0)) == 0:
             first[key] = t
@@ -356,7 +384,7 @@ def gold_table(out: Any, n_members: int, rule: str) -> dict[str, Any]:
         per: dict[str, list[int]] = {}  # "problem/sample" -> [true, accepted], for paired comparisons of runs
         for key, t in versions.items():
             true = check_proof(t.problem, t.proof_steps).true
-            acc = bool(decide(t.id, rows, rule))
+            acc = bool(decide(t, rows, rule))
             c["n"] += 1
             c["true"] += true
             c["accepted"] += acc
@@ -381,7 +409,7 @@ def evaluate_prover(cfg: ProverRLConfig, ev: Any, out: Any, problems: Sequence[A
     write_jsonl(data, [dataclasses.asdict(p) for p in problems])
     j = ev.judge  # the evaluated model's sampling: here the prover's (training.config.EvalConfig)
     gen = GenerationConfig(temperature=j.temperature, top_p=j.top_p, max_tokens=j.max_tokens,
-                           run_seed=j.run_seed, template=cfg.template)
+                           run_seed=j.run_seed, template=cfg.template, reasoning_format=cfg.reasoning_format)
     pb = ProverBenchConfig(problems=str(data), out=str(d), generator=ev.endpoint, generation=gen,
                            verifier=cfg.verifier, pool=cfg.pool, refine=RefineConfig(rounds=cfg.eval_refine_rounds),
                            judge=dataclasses.replace(cfg.judge, n=cfg.eval_passes, policy="pessimistic", early_stop=False),

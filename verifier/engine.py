@@ -102,15 +102,18 @@ class Completion:
 
 
 def message_reasoning(message: Any) -> str:
-    """The thinking a vLLM reasoning parser split off (``reasoning_content`` or ``reasoning``), or "".
+    """The thinking a reasoning parser split off (``reasoning_content``, ``reasoning`` or ``thinking``), or "":
+    of a vLLM response message, or of a message dict (TRL's completions parsed by the chat template).
 
     >>> from types import SimpleNamespace as NS
     >>> message_reasoning(NS(reasoning_content="hmm", content="x")), message_reasoning(NS(content="x"))
     ('hmm', '')
+    >>> message_reasoning({"role": "assistant", "thinking": "hmm", "content": "x"})
+    'hmm'
     """
-    for name in ("reasoning_content", "reasoning"):
-        value = getattr(message, name, None)
-        if value is None:
+    for name in ("reasoning_content", "reasoning", "thinking"):
+        value = message.get(name) if isinstance(message, dict) else getattr(message, name, None)
+        if value is None and not isinstance(message, dict):
             value = (getattr(message, "model_extra", None) or {}).get(name)
         if isinstance(value, str) and value:
             return value

@@ -13,9 +13,11 @@ judging what it wrote is ``verifier.runner``'s job::
 * ``condition`` (refinement, DeepSeekMath-V2 style generate -> verify -> refine): the earlier version and a
   critique of it (the rationale of a rejecting verification pass); the prompt is the ``refine_template``
   (``verifier/prompts/revise_proof.j2``, shared with the candidates' revision rounds), else the B.1 ``template``.
-* Each completed proof is appended (fsynced) to ``out`` as a trajectory row (steps split on ``Step k:``);
-  a truncated or empty proof is kept (it will be judged and rejected); a failed request is not written
-  (counted, re-done by the next run).
+* Each completed proof is appended (fsynced) to ``out`` as a trajectory row: its reasoning removed
+  (``reasoning_format``, ``verifier.parser.without_reasoning``), steps split on ``Step k:``
+  (``proof_steps_of``); a truncated or empty proof is kept (it will be judged and rejected); a proof whose
+  thinking never ended is kept with the status ``unfinished_thinking`` (never judged: not accepted); a
+  failed request is not written (counted, re-done by the next run).
 * Resume (kill-safe): a torn last line is dropped; tasks whose id is in ``out`` (or ``rejects``) are
   skipped, so each (problem, sample, round) is in the files exactly once. Progress: a tqdm bar with the
   status counts; the summary has them too (``outcome_counts``).
@@ -54,7 +56,7 @@ from verifier.budget import check_budget
 from verifier.config import Sampling
 from verifier.engine import Completion, Engine, GenerationRequest, base_seed
 from verifier.io import JsonlAppender, iter_jsonl, truncate_partial_last_line
-from verifier.parser import parse_verification
+from verifier.parser import parse_verification, without_reasoning
 from verifier.records import NO_STEP, ProofTrajectory
 from verifier.templates import as_messages, render, split_proof_steps
 
@@ -69,6 +71,7 @@ class GenerationConfig(Sampling):
     template: str = "generate_proof"  # verifier/prompts/<name>.j2 (B.1)
     refine_template: str = "revise_proof"  # the revision prompt (section 4.1): earlier proof + a rejecting pass's rationale
     critique_chars: int = 4000  # a longer critique is cut (the cut is marked)
+    reasoning_format: str = "think"  # the prover's reasoning, removed before the steps: think | think_opened | none
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,8 @@ class Outcome:
 
 
 RUN_KEYS = ("tasks", "already_done", "seconds")  # the summary's keys that are not outcome counts
-DEFAULT_COUNTS = ("generated", "failed", "truncated", "too_long")  # proof_outcome's, always in its summary
+DEFAULT_COUNTS = ("generated", "failed", "truncated", "too_long", "unfinished_thinking")  # proof_outcome's, always
+UNFINISHED_THINKING = "unfinished_thinking"  # a proof's status when the prover's thinking never ended: never judged
 
 
 def version_id(problem_id: str, sample: int, round: int = 0) -> str:
@@ -155,31 +159,60 @@ def completion_status(c: Completion) -> str | None:
     return "truncated" if c.finish_reason == "length" else "ok"
 
 
-def proof_outcome(task: GenTask, c: Completion, model: str, history: Sequence[dict[str, Any]] = ()) -> Outcome:
-    """The default outcome: every answered request is kept as a trajectory (truncated or empty proofs too:
-    they are judged and rejected); a failed request is not written.
+def proof_steps_of(text: str, reasoning_format: str = "think", reasoning: str = "") -> list[str] | None:
+    """The steps of a prover's completion that a verifier judges: its reasoning removed
+    (``verifier.parser.without_reasoning``), then split on ``Step k:`` (``[""]`` for an empty proof);
+    None when the thinking never ended. ProverBench's proofs and the prover reward's are read here.
+
+    >>> proof_steps_of("<think>x = 2? no</think>Step 0: x = 1\\nStep 1: done"), proof_steps_of("<think>x = 2?")
+    (['x = 1', 'done'], None)
+    """
+    answer = without_reasoning(text, reasoning_format, reasoning)
+    if answer is None:
+        return None
+    return split_proof_steps(answer) if answer.strip() else [""]
+
+
+def unfinished_thinking(traj: ProofTrajectory) -> bool:
+    """The prover's thinking never ended: no proof, never judged, not accepted (``UNFINISHED_THINKING``)."""
+    return traj.meta.get("generation_status") == UNFINISHED_THINKING
+
+
+def proof_outcome(task: GenTask, c: Completion, model: str, history: Sequence[dict[str, Any]] = (),
+                  reasoning_format: str = "think") -> Outcome:
+    """The default outcome: every answered request is kept as a trajectory of its steps without the reasoning
+    (``proof_steps_of``; truncated or empty proofs too: they are judged and rejected; a proof whose thinking
+    never ended gets the status ``unfinished_thinking``: never judged, not accepted); a failed request is not
+    written.
 
     >>> from verifier.formats import ProofProblem
     >>> t = GenTask(ProofProblem("p", "P"))
     >>> o = proof_outcome(t, Completion("Step 0: x", "length"), "m")
     >>> o.row["id"], o.row["meta"]["generation_status"], dict(o.counts)
-    ('p/g0', 'truncated', {'generated': 1, 'truncated': 1, 'too_long': 0})
+    ('p/g0', 'truncated', {'generated': 1, 'truncated': 1, 'too_long': 0, 'unfinished_thinking': 0})
+    >>> o = proof_outcome(t, Completion("<think>Step 0: x", "length"), "m")
+    >>> o.row["proof_steps"], o.row["meta"]["generation_status"], o.counts["unfinished_thinking"]
+    ([''], 'unfinished_thinking', 1)
     >>> proof_outcome(t, Completion(status="request_failed"), "m")
     Outcome(row=None, rejected=False, counts={'failed': 1})
     """
     status = completion_status(c)
     if status is None:
         return Outcome(counts={"failed": 1})
-    row = to_trajectory(task, c.text, model, status, c.finish_reason, history).to_dict()
+    steps = proof_steps_of(c.text, reasoning_format, c.reasoning)
+    if steps is None:
+        status, steps = UNFINISHED_THINKING, [""]
+    row = to_trajectory(task, steps, model, status, c.finish_reason, history).to_dict()
     return Outcome(row, counts={"generated": 1, "truncated": int(status == "truncated"),
-                                "too_long": int(status == "too_long")})
+                                "too_long": int(status == "too_long"),
+                                "unfinished_thinking": int(status == UNFINISHED_THINKING)})
 
 
-def to_trajectory(task: GenTask, text: str, model: str, status: str, finish_reason: str | None,
+def to_trajectory(task: GenTask, steps: Sequence[str], model: str, status: str, finish_reason: str | None,
                   history: Sequence[dict[str, Any]] = ()) -> ProofTrajectory:
-    """A generated proof as a trajectory (``meta``: generation status, sample, round, parent, history)."""
+    """A generated proof (its steps, ``proof_steps_of``) as a trajectory (``meta``: generation status,
+    sample, round, parent, history)."""
     p = task.problem
-    steps = split_proof_steps(text) if text.strip() else [""]
     meta: dict[str, Any] = {"generation_status": status, "finish_reason": finish_reason, "proof_index": task.sample,
                             "round": task.round}
     if task.condition is not None:
@@ -277,8 +310,8 @@ def generate(tasks: Sequence[GenTask], engine: Engine, cfg: GenerationConfig, ou
     counts: Counter = Counter(dict.fromkeys(DEFAULT_COUNTS, 0) if outcome is None else {})
     if todo:
         write_prompt = prompt or (lambda t: prompt_for(t, cfg))
-        decide = outcome or (lambda pairs: [proof_outcome(t, c, engine.model, (histories or {}).get(t.id, ()))
-                                            for t, c in pairs])
+        decide = outcome or (lambda pairs: [proof_outcome(t, c, engine.model, (histories or {}).get(t.id, ()),
+                                                          cfg.reasoning_format) for t, c in pairs])
         sampling = cfg.sampling()
 
         def requests(chunk: Sequence[GenTask]) -> list[GenerationRequest]:

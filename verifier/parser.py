@@ -14,7 +14,9 @@ what follows it is read; an unclosed ``<think>`` gives ``unclosed_thinking``, so
 block drafted mid-thought is never a verdict. ``parse_completion`` turns an engine
 completion into a pass: ``finish_reason == "length"`` is ``truncated`` whatever
 the text holds, and server-separated reasoning (``reasoning_content``) is kept,
-never parsed. ``finish_reason_of`` gives token ids (GRPO's completions) the same ``finish_reason``,
+never parsed. A prover's completion loses its reasoning the same way before it is split into proof
+steps (``without_reasoning``; ``reasoning_format``: ``think``, ``think_opened``, ``none``).
+``finish_reason_of`` gives token ids (GRPO's completions) the same ``finish_reason``,
 so the reward and evaluation decide a completion's status in one place.
 """
 
@@ -102,6 +104,39 @@ def split_thinking(text: str, opened_thinking: bool = False) -> tuple[str | None
         reasoning.append(visible[opened.end():].strip())
         return None, "\n\n".join(r for r in reasoning if r)
     return visible, "\n\n".join(r for r in reasoning if r)
+
+
+REASONING_FORMATS = ("think", "think_opened", "none")  # a prover's reasoning format (``without_reasoning``)
+
+
+def without_reasoning(text: str, reasoning_format: str = "think", reasoning: str = "") -> str | None:
+    """A thinking prover's answer with its reasoning removed: the proof a verifier judges (sections 4.4,
+    5.1); None when the thinking never ended (e.g. cut by max tokens): there is no proof to judge.
+
+    ``reasoning_format``: ``think`` (the default: closed ``<think>...</think>`` sections and everything
+    before a bare ``</think>`` are reasoning, as ``split_thinking`` reads them; a text without tags is
+    unchanged), ``think_opened`` (the chat template opens ``<think>`` in the prompt: a completion without
+    ``</think>`` is all thinking), ``none`` (a non-thinking prover: the text unchanged). ``reasoning``: the
+    server-separated thinking (``reasoning_content``); an empty answer beside it never left the thinking.
+
+    >>> without_reasoning("<think>try x = 2</think>Step 0: x = 1")
+    'Step 0: x = 1'
+    >>> without_reasoning("<think>cut mid-thought") is None, without_reasoning("<think>cut", "none")
+    (True, '<think>cut')
+    >>> without_reasoning("Step 0: x = 1"), without_reasoning("Step 0: x = 1", "think_opened") is None
+    ('Step 0: x = 1', True)
+    >>> without_reasoning("", reasoning="cut mid-thought") is None
+    True
+    """
+    if reasoning_format not in REASONING_FORMATS:
+        raise ValueError(f"reasoning_format: expected one of {', '.join(REASONING_FORMATS)}, got {reasoning_format!r}")
+    text = text or ""
+    if reasoning_format == "none":
+        return text
+    answer, _ = split_thinking(text, opened_thinking=reasoning_format == "think_opened")
+    if answer is None or (not answer.strip() and (reasoning or "").strip()):
+        return None
+    return answer
 
 
 def _last_block(text: str, opened_thinking: bool = False) -> tuple[str | None, str, str, ParseStatus]:
