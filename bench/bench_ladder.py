@@ -53,7 +53,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 
-STAGES = ("provers", "verifier", "candidates", "selection", "augment", "grpo_data", "rows", "report")
+from verifier.errors import UserError  # noqa: E402 (after the path set-up above)
+
+STAGES = ("provers", "verifier", "candidates", "selection", "augment", "held_out", "grpo_data", "rows", "report")
 ROWS = ("rough_rl", "meta_ver_rl", "extra_ann", "pos_aug", "extra_ann_random")
 # row -> (data root, variant, reward components)
 ROW_DATA = {"rough_rl": ("data", "base", {"rough": 1.0, "meta": 0.0}), "meta_ver_rl": ("data", "base", {"meta": 1.0}),
@@ -75,9 +77,12 @@ class LadderConfig:
     min_steps: int = 3
     max_steps: int = 3
     max_operand: int = 9
-    # provers: SFT on gold proofs; a checkpoint at each of these steps is a generator
+    # provers: SFT on gold proofs, a checkpoint every prover_save_every steps; the checkpoints at prover_ckpts steps
+    # are the generators (chosen from their true rates on pool problems: reports/table3_prover_proofs.md)
     n_prover_sft: int = 2000
-    prover_ckpts: str = "400,1200"
+    prover_sft_steps: int = 1200
+    prover_save_every: int = 300
+    prover_ckpts: str = "600,1200"
     prover_lr: float = 3e-3
     sft_batch: int = 16
     temperatures: str = "0.5,1.0"  # every checkpoint at each temperature: several generators
@@ -158,7 +163,7 @@ def prover_sft_rows(problems, seed: int) -> list[dict[str, Any]]:
         gold = proof_text(gold_proof(p.problem))
         prompt = generation_prompt(p.problem)
         t = flawed.get(p.problem)
-        if t is not None and rng.random() < 0.5:
+        if t is not None and rng.random() < 0.3:
             ann, _ = expert_annotation(t.problem, t.proof_steps)
             if rng.random() < 0.5:
                 prompt = revision_prompt(p.problem, Condition(t.id, t.proof_steps, ann.reviewer_comment, "invalid",
@@ -194,6 +199,31 @@ def label_held_out(trajs) -> list[Any]:
             if not expert_annotation(t.problem, t.proof_steps)[0].report_error_case]
 
 
+def pass_acceptance(trajs, judgments_path: Path) -> dict[str, Any]:
+    """The diagnosis of the warm-start verifier on pool (training) proofs: per-pass acceptance of true and of false
+    proofs (by the first error's kind) and the parse rate, from the selection's judgments."""
+    from data_pipeline.synthetic_check import check_proof
+    from verifier.judgment import load_judgments
+    from verifier.records import Verdict
+
+    by_id = {t.id: t for t in trajs}
+    acc: dict[str, list[int]] = {}
+    parsed = total = 0
+    for j in load_judgments(judgments_path, passes_only=True):
+        t = by_id[j.id]
+        c = check_proof(t.problem, t.proof_steps)
+        for key in ("true" if c.true else "false", f"false:{c.kind}" if not c.true else "true"):
+            a = acc.setdefault(key, [0, 0])
+            for pss in j.passes:
+                a[0] += pss.ok and pss.verdict is Verdict.VALID
+                a[1] += 1
+        parsed += sum(pss.ok for pss in j.passes)
+        total += len(j.passes)
+    return {"parse_rate": parsed / total if total else float("nan"),
+            **{f"accept_per_pass[{k}]": round(a / n, 4) for k, (a, n) in sorted(acc.items()) if n},
+            **{f"passes[{k}]": n for k, (_, n) in sorted(acc.items())}}
+
+
 class Bench:
     """The stages, each resumable (a marker with the stage's settings)."""
 
@@ -216,7 +246,10 @@ class Bench:
             return json.loads((self.out / name / "result.json").read_text())
         (self.out / name).mkdir(parents=True, exist_ok=True)
         t = time.monotonic()
-        result = fn(self.out / name)
+        try:
+            result = fn(self.out / name)
+        except UserError as e:  # a data stage refused its input: one line naming the stage and the key
+            raise SystemExit(f"bench-ladder: stage {name}: {e}") from None
         (self.out / name / "result.json").write_text(json.dumps(result, indent=1, default=str))
         mark_done(marker, settings)
         self.log(f"{name}: done in {time.monotonic() - t:.0f}s")
@@ -272,21 +305,25 @@ class Bench:
         cfg = self.cfg
         model = build(TinyModelConfig(out=str(self.out / "model"), seed=cfg.seed, hidden_size=cfg.hidden_size,
                                       num_layers=cfg.num_layers, intermediate_size=cfg.intermediate_size))
-        ckpts = sorted(int(s) for s in cfg.prover_ckpts.split(","))
         ds = Dataset.from_list(prover_sft_rows(self.problems()["sft"], cfg.seed + 1))
         sft_train(SFTRunConfig(
-            output_dir=str(d / "sft"), model=ModelConfig(name_or_path=str(model)), max_steps=ckpts[-1],
+            output_dir=str(d / "sft"), model=ModelConfig(name_or_path=str(model)), max_steps=cfg.prover_sft_steps,
             per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.prover_lr, warmup_steps=5, max_length=512,
-            logging_steps=25, seed=cfg.seed, gradient_accumulation_steps=1, bf16=False, save_steps=ckpts[0],
-            save_total_limit=None, lr_scheduler_type="constant"), [], dataset=ds)
+            logging_steps=25, seed=cfg.seed, gradient_accumulation_steps=1, bf16=False,
+            save_steps=cfg.prover_save_every, save_total_limit=None, lr_scheduler_type="constant"), [], dataset=ds)
+        ckpts = {str(s): str(d / "sft" / ("final" if s == cfg.prover_sft_steps else f"checkpoint-{s}"))
+                 for s in range(cfg.prover_save_every, cfg.prover_sft_steps + 1, cfg.prover_save_every)}
+        return {"model": str(model), "checkpoints": ckpts}
+
+    def generators(self, checkpoints: dict[str, str]) -> dict[str, str]:
+        """The provers that write candidates: the checkpoints at ``prover_ckpts`` steps."""
         out = {}
-        for s in ckpts:
-            path = d / "sft" / ("final" if s == ckpts[-1] else f"checkpoint-{s}")
-            if not (path / "config.json").is_file():
-                raise SystemExit(f"bench-ladder: no prover checkpoint at {path} (prover_ckpts={cfg.prover_ckpts} "
-                                 "must be multiples of the first)")
-            out[f"prover{s}"] = str(path)
-        return {"model": str(model), "provers": out}
+        for s in self.cfg.prover_ckpts.split(","):
+            if s.strip() not in checkpoints:
+                raise SystemExit(f"bench-ladder: prover_ckpts={self.cfg.prover_ckpts}: no checkpoint at step {s} "
+                                 f"(saved: {', '.join(checkpoints)})")
+            out[f"prover{s.strip()}"] = checkpoints[s.strip()]
+        return out
 
     def verifier(self, d: Path, model: str) -> dict[str, Any]:
         from training.config import DataConfig, ModelConfig
@@ -316,7 +353,9 @@ class Bench:
                            template="verify_compact", max_tokens=self.cfg.max_completion_length,
                            temperature=self.cfg.temperature, run_seed=self.cfg.seed)
 
-    def candidates(self, d: Path, provers: dict[str, str], verifier: str) -> dict[str, Any]:
+    def candidates(self, d: Path, part: str, provers: dict[str, str], verifier: str) -> dict[str, Any]:
+        """Candidate proofs of the ``part`` problems (pool | held) by every generator at every temperature, with
+        ``rounds`` of revision criticised by the warm-start verifier; the error mix per generator."""
         from data_pipeline import candidates as cand
         from verifier.io import load_trajectories, write_jsonl
 
@@ -328,26 +367,20 @@ class Bench:
             for t in temps:
                 gens.append(ep)
                 tlist.append(t)
-        critic = self.serve("verifier", verifier)
-        probs = self.problems()
-        result: dict[str, Any] = {}
-        for part in ("pool", "held"):
-            write_jsonl(d / f"{part}_problems.jsonl", [dataclasses.asdict(p) for p in probs[part]])
-            c = cand.CandidatesConfig(
-                problems=str(d / f"{part}_problems.jsonl"), out=str(d / part), generators=gens, temperatures=tlist,
-                k=cfg.k, rounds=cfg.rounds, critic="verifier", verifier=critic,
-                critique=cand.CriticConfig(n=1, template="verify_compact", temperature=cfg.temperature,
-                                           max_tokens=cfg.max_completion_length),
-                max_tokens=cfg.prover_max_tokens, run_seed=cfg.seed + (0 if part == "pool" else 1), progress=True)
-            summary = cand.run(c)
-            trajs = load_trajectories(d / part / "candidates.jsonl").records
-            result[part] = {"summary": summary, "error_mix": error_mix(trajs)}
-        held = label_held_out(load_trajectories(d / "held" / "candidates.jsonl").records)
-        write_jsonl(d / "held_out.jsonl", held)
-        result["held_out"] = {"proofs": len(held), "false": sum(not t.annotation.is_valid for t in held),
-                              "problems": len({t.problem_id for t in held})}
-        self.log(f"candidates: pool {result['pool']['summary']['candidates_total']} proofs, held-out {len(held)} "
-                 f"({result['held_out']['false']} false); error mix {result['pool']['error_mix']}")
+        write_jsonl(d / "problems.jsonl", [dataclasses.asdict(p) for p in self.problems()[part]])
+        summary = cand.run(cand.CandidatesConfig(
+            problems=str(d / "problems.jsonl"), out=str(d), generators=gens, temperatures=tlist, k=cfg.k,
+            rounds=cfg.rounds, critic="verifier", verifier=self.serve("verifier", verifier),
+            critique=cand.CriticConfig(n=1, template="verify_compact", temperature=cfg.temperature,
+                                       max_tokens=cfg.max_completion_length),
+            max_tokens=cfg.prover_max_tokens, run_seed=cfg.seed + (0 if part == "pool" else 1), progress=True))
+        result = {"summary": summary, "error_mix": error_mix(load_trajectories(d / "candidates.jsonl").records)}
+        if part == "held":  # the evaluation labels: the exact checker's annotation of every held-out proof
+            held = label_held_out(load_trajectories(d / "candidates.jsonl").records)
+            write_jsonl(d / "held_out.jsonl", held)
+            result["held_out"] = {"proofs": len(held), "false": sum(not t.annotation.is_valid for t in held),
+                                  "problems": len({t.problem_id for t in held})}
+        self.log(f"candidates ({part}): {summary['candidates_total']} proofs; error mix {result['error_mix']}")
         return result
 
     def annotate_queue(self, d: Path, queue: Path) -> dict[str, Any]:
@@ -371,10 +404,10 @@ class Bench:
 
         cfg = self.cfg
         ep = self.serve("verifier", verifier)
-        run(SelectConfig(trajectories=str(cand_dir / "pool" / "candidates.jsonl"), out=str(d / "uncertainty"),
+        run(SelectConfig(trajectories=str(cand_dir / "candidates.jsonl"), out=str(d / "uncertainty"),
                          endpoint=ep, judge=self.judge(cfg.select_passes), budget=cfg.budget,
                          per_problem_cap=cfg.per_problem_cap, seed=cfg.seed, progress=True))
-        pool = load_trajectories(cand_dir / "pool" / "candidates.jsonl").records
+        pool = load_trajectories(cand_dir / "candidates.jsonl").records
         rng = random.Random(cfg.seed)
         by_problem: dict[str, list[Any]] = {}
         for t in pool:
@@ -387,7 +420,8 @@ class Bench:
                 random_queue.append(t)
                 taken[t.problem_id] += 1
         write_jsonl(d / "random" / "annotation_queue.jsonl", random_queue)
-        return {"uncertainty": self.annotate_queue(d / "uncertainty", d / "uncertainty" / "annotation_queue.jsonl"),
+        return {"warm_start_on_pool": pass_acceptance(pool, d / "uncertainty" / "judgments.jsonl"),
+                "uncertainty": self.annotate_queue(d / "uncertainty", d / "uncertainty" / "annotation_queue.jsonl"),
                 "random": self.annotate_queue(d / "random", d / "random" / "annotation_queue.jsonl")}
 
     def augment(self, d: Path, provers: dict[str, str], verifier: str, sel_dir: Path) -> dict[str, Any]:
@@ -402,7 +436,7 @@ class Bench:
                                  temperature=cfg.temperature, max_tokens=cfg.prover_max_tokens,
                                  verify=self.judge(8, early_stop=True), run_seed=cfg.seed, progress=True))
 
-    def grpo_data(self, d: Path, cand_dir: Path, sel_dir: Path, aug_dir: Path, verifier_dir: Path) -> dict[str, Any]:
+    def grpo_data(self, d: Path, held_dir: Path, sel_dir: Path, aug_dir: Path, verifier_dir: Path) -> dict[str, Any]:
         from data_pipeline.grpo_dataset import GrpoDataConfig, write_variant
         from data_pipeline.synthetic import generate_synthetic
         from verifier.identity import ProblemIndex
@@ -411,7 +445,7 @@ class Bench:
         cfg = self.cfg
         if not (aug_dir / "positives.jsonl").is_file():  # no repair passed the check: pos_aug has nothing to add
             (aug_dir / "positives.jsonl").write_text("")
-        held = load_trajectories(cand_dir / "held_out.jsonl").records
+        held = load_trajectories(held_dir / "held_out.jsonl").records
         taken = ProblemIndex([*held, *load_trajectories(verifier_dir / "sft_train.jsonl").records])
         pool = generate_synthetic(cfg.n_grpo * 8, seed=cfg.seed + 5, **{**task(cfg), "fatal_kinds":
                                   ["wrong_operand", "wrong_final"], "error_delta_min": 10, "error_delta_max": 20})
@@ -506,13 +540,15 @@ def main(argv: list[str] | None = None) -> None:
     cfg = parse_options(argv)
     import torch
 
-    torch.set_num_threads(1)
+    # the sequential stages may use both cores; a worker of the rows stage one (workers share the machine)
+    torch.set_num_threads(1 if cfg.only else min(2, os.cpu_count() or 1))
     b = Bench(cfg, argv)
     c = dataclasses.asdict(cfg)
     keys = lambda *names: {k: c[k] for k in names}  # noqa: E731 (each stage's settings)
     model_keys = ("seed", "hidden_size", "num_layers", "intermediate_size", "min_steps", "max_steps", "max_operand")
     try:
-        p = b.stage("provers", keys(*model_keys, "n_prover_sft", "prover_ckpts", "prover_lr", "sft_batch"), b.provers)
+        p = b.stage("provers", keys(*model_keys, "n_prover_sft", "prover_sft_steps", "prover_save_every", "prover_lr",
+                                    "sft_batch"), b.provers)
         until = STAGES.index(cfg.until)
         v = b.stage("verifier", keys(*model_keys, "n_verifier_sft", "verifier_sft_steps", "verifier_lr", "style",
                                      "sft_batch"), lambda d: b.verifier(d, p["model"]))
@@ -521,22 +557,28 @@ def main(argv: list[str] | None = None) -> None:
             return
         if until < STAGES.index("candidates"):
             return
-        cand_keys = (*model_keys, "n_prover_sft", "prover_ckpts", "temperatures", "n_pool_problems",
-                     "n_heldout_problems", "k", "rounds", "prover_max_tokens", "max_completion_length", "temperature")
-        cd = b.stage("candidates", keys(*cand_keys), lambda d: b.candidates(d, p["provers"], v["verifier"]))
+        cand_keys = (*model_keys, "n_prover_sft", "prover_sft_steps", "prover_save_every", "prover_lr", "sft_batch",
+                     "prover_ckpts", "temperatures", "n_pool_problems", "n_heldout_problems", "k", "rounds",
+                     "prover_max_tokens", "max_completion_length", "temperature")
+        gens = b.generators(p["checkpoints"])
+        cd = b.stage("candidates", keys(*cand_keys), lambda d: b.candidates(d, "pool", gens, v["verifier"]))
         if until < STAGES.index("selection"):
             return
         sel_keys = (*cand_keys, "budget", "per_problem_cap", "select_passes")
-        b.stage("selection", keys(*sel_keys), lambda d: b.selection(d, v["verifier"], b.out / "candidates"))
+        sel = b.stage("selection", keys(*sel_keys), lambda d: b.selection(d, v["verifier"], b.out / "candidates"))
+        b.log(f"selection: the warm-start verifier on pool proofs {sel.get('warm_start_on_pool')}")
         if until < STAGES.index("augment"):
             return
         aug = b.stage("augment", keys(*sel_keys, "repair_check", "repair_attempts"),
-                      lambda d: b.augment(d, p["provers"], v["verifier"], b.out / "selection"))
+                      lambda d: b.augment(d, gens, v["verifier"], b.out / "selection"))
         b.log(f"augment: {aug.get('positives_total')} positives, {aug.get('rejected_total')} rejected repairs")
+        if until < STAGES.index("held_out"):
+            return
+        held = b.stage("held_out", keys(*cand_keys), lambda d: b.candidates(d, "held", gens, v["verifier"]))
         if until < STAGES.index("grpo_data"):
             return
         b.stage("grpo_data", keys(*sel_keys, "repair_check", "repair_attempts", "n_grpo"),
-                lambda d: b.grpo_data(d, b.out / "candidates", b.out / "selection", b.out / "augment",
+                lambda d: b.grpo_data(d, b.out / "held_out", b.out / "selection", b.out / "augment",
                                       b.out / "verifier"))
     finally:
         b.stop_servers()
@@ -547,7 +589,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     from bench.ladder_report import report
 
-    report(b.out, cfg, names, cd)
+    report(b.out, cfg, names, {"pool": cd, "held": held})
 
 
 if __name__ == "__main__":

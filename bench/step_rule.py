@@ -99,7 +99,9 @@ def main(argv: list[str] | None = None) -> None:
     result["meta_vs_rough"]["per_pass"]["step_acc"] = ratio_delta_ci(
         gold, [x["loc"] for x in A], [x["loc"] for x in B], n, seed, paired=True)
     (out / "step_rule.json").write_text(json.dumps(result, indent=1))
-    pct = lambda v: f"{100 * v:.1f}"
+    def pct(v: float) -> str:
+        return f"{100 * v:.1f}"
+
     print(f"{out}: {len(gold)} held-out records, seeds {seeds}; Meta TNR / Meta BF1 by step rule")
     for a, m in result["models"].items():
         print(f"  {a:12s} " + "  ".join(f"{r}: {pct(m[r]['meta.tnr'])} / {pct(m[r]['meta.balanced_f1'])}" for r in RULES)

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-TINY = ["n_prover_sft=64", "prover_ckpts=10,20", "sft_batch=4", "n_verifier_sft=64", "verifier_sft_steps=10",
+TINY = ["n_prover_sft=64", "prover_sft_steps=20", "prover_save_every=10",
+        "prover_ckpts=10,20", "sft_batch=4", "n_verifier_sft=64", "verifier_sft_steps=10",
         "n_pool_problems=8", "n_heldout_problems=4", "k=1", "rounds=1", "budget=4", "select_passes=2",
         "until=selection"]
 
@@ -40,7 +41,7 @@ def test_killed_half_way_resumes_to_the_same_data(tmp_path):
     p = subprocess.Popen([sys.executable, str(REPO / "bench" / "bench_ladder.py"), f"out={out}", *TINY], cwd=REPO,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
     deadline = time.monotonic() + 600
-    while not (out / "candidates" / "pool").is_dir():  # the candidates stage has started: kill it there
+    while not (out / "candidates" / "problems.jsonl").is_file():  # the candidates stage has started: kill it there
         assert p.poll() is None and time.monotonic() < deadline, "the bench ended before its candidates stage"
         time.sleep(1)
     time.sleep(5)

@@ -143,7 +143,9 @@ def test_cluster_bootstrap_is_wider_when_proofs_share_a_problem():
     # 40 problems x 5 identical proofs: the clustered interval equals that of 40 independent
     # samples, and is much wider than treating the 200 proofs as independent.
     rows = np.array([[1, i % 2] for i in range(40) for _ in range(5)], dtype=float)
-    stat = lambda s: s[:, 1] / s[:, 0]
+    def stat(s):
+        return s[:, 1] / s[:, 0]
+
     spec = BootstrapSpec(n=2000, seed=3)
     lo_c, hi_c = cluster_bootstrap(rows, [i // 5 for i in range(200)], stat, spec)
     lo_i, hi_i = cluster_bootstrap(rows, list(range(200)), stat, spec)

@@ -2,7 +2,6 @@
 
 import hashlib
 
-import pytest
 import torch
 
 from verifier.tiny_model import TinyModelConfig, build
