@@ -6,7 +6,7 @@
 For each invalid annotated trajectory with expert correction suggestions, the generator
 (a configured model, or with ``own_model=true`` the proof's own ``generator`` mapped through
 ``model_map`` to a served model) is prompted with ``verifier.templates.repair_prompt``; the
-answer is split into steps with ``split_proof_steps``; each repair is verified (``check=verifiers``, the
+answer is split into steps with ``verifier.generation.proof_steps_of`` (a thinking repairer's reasoning removed); each repair is verified (``check=verifiers``, the
 default) by every verifier endpoint with ``verify.n`` passes under the pessimistic policy (the one runner
 ``verifier.runner.judge`` with the one judge config ``verify``, ``verifier.aggregate``): accepted only if every verifier accepts in every pass;
 ``check=exact`` takes the synthetic task's exact checker as the strong model instead. Accepted
@@ -40,13 +40,13 @@ from verifier.config import hydra_main
 from verifier.engine import Completion, EndpointConfig, OpenAIEngine
 from verifier.errors import InputError
 from verifier.formats import load_any
-from verifier.generation import GenerationConfig, GenTask, Outcome, generate, outcome_counts
+from verifier.generation import GenerationConfig, GenTask, Outcome, generate, outcome_counts, proof_steps_of
 from verifier.judging import JudgeConfig
 from verifier.judgment import Judgment
 from verifier.outputs import holds_output
 from verifier.records import NO_STEP, Annotation, ProofTrajectory
 from verifier.runner import judge
-from verifier.templates import repair_prompt, split_proof_steps
+from verifier.templates import repair_prompt
 
 
 @dataclass
@@ -64,6 +64,7 @@ class AugmentConfig:
     top_p: float = 1.0
     max_tokens: int = 2048
     min_steps: int = 1  # a repair with fewer steps is rejected
+    reasoning_format: str = "think"  # a thinking repairer's reasoning removed first (think | think_opened | none)
     verifiers: list[EndpointConfig] = field(default_factory=lambda: [EndpointConfig()])
     # the strong check a repair must pass: ``verifiers`` (every verifier endpoint, every pass) or ``exact`` (the
     # exact checker of the synthetic task, ``data_pipeline.synthetic_check``, as the "strong model")
@@ -141,9 +142,10 @@ def _done_key(row: dict[str, Any]) -> str:
     return repair_key(str(aug["parent_id"]), int(aug["attempt"]))
 
 
-def repair_fate(c: Completion, steps: Sequence[str], min_steps: int) -> str:
+def repair_fate(c: Completion, steps: Sequence[str] | None, min_steps: int) -> str:
     """What a generated repair becomes: ``verify``, ``retry`` (a failed request: not written, the next run
-    retries it), or the reason it is rejected unverified (``prompt_too_long``, ``unparseable_repair``).
+    retries it), or the reason it is rejected unverified (``prompt_too_long``, ``unparseable_repair``,
+    ``unfinished_thinking``: steps None, a thinking repairer's reasoning never ended).
 
     >>> repair_fate(Completion("Step 0: a"), ["a"], 1), repair_fate(Completion(status="request_failed"), [], 1)
     ('verify', 'retry')
@@ -154,6 +156,8 @@ def repair_fate(c: Completion, steps: Sequence[str], min_steps: int) -> str:
         return "prompt_too_long"
     if c.status != "ok":
         return "retry"
+    if steps is None:
+        return "unfinished_thinking"
     if len(steps) < min_steps or not any(s.strip() for s in steps):
         return "unparseable_repair"
     return "verify"
@@ -222,15 +226,15 @@ def _outcomes(pairs: list[tuple[GenTask, Completion]], cfg: AugmentConfig) -> li
     for i, (task, c) in enumerate(pairs):
         t, a, m = task.problem, task.sample, task.model
         base = {"parent_id": t.id, "attempt": a, "repair_model": m, "text": c.text}
-        steps = split_proof_steps(c.text) if c.text.strip() else []
+        steps = proof_steps_of(c.text, cfg.reasoning_format, c.reasoning) if c.text.strip() else []
         fate = repair_fate(c, steps, cfg.min_steps)
         if fate == "retry":
             out[i] = Outcome(counts={f"generation_{c.status}": 1})
         elif fate == "prompt_too_long":
             out[i] = Outcome({**base, "reason": fate, "detail": c.error}, rejected=True,
                              counts={"generation_too_long": 1})
-        elif fate == "unparseable_repair":
-            out[i] = Outcome({**base, "reason": fate, "detail": f"{len(steps)} steps"}, rejected=True,
+        elif fate in ("unparseable_repair", "unfinished_thinking"):
+            out[i] = Outcome({**base, "reason": fate, "detail": f"{len(steps or [])} steps"}, rejected=True,
                              counts={"rejected": 1})
         else:
             pending.append((i, t, a, m, steps, c.text))

@@ -6,7 +6,7 @@ k=4 rounds=1 critic=self|verifier [verifier.base_url=URL verifier.model=V]``
 For each problem (``problems.jsonl`` of ``data_pipeline.curate``, or any input of
 ``load_proofbench_problems``), each generator endpoint writes ``k`` proofs with the B.1 prompt
 (``verifier.templates.generation_prompt``); each proof is split into steps
-(``split_proof_steps``). With ``rounds=r`` each version is then revised r times (a simple
+(``verifier.generation.proof_steps_of``: a thinking generator's reasoning removed, then ``Step k:``). With ``rounds=r`` each version is then revised r times (a simple
 iterative revision, after Gao et al. 2025): a critic judges it — ``critic=self``: the generator
 itself with ``verifier/prompts/critique_proof.j2``; ``critic=verifier``: ``verifier.n`` passes of a
 verifier endpoint with the verification prompt — both through ``verifier.runner.judge_trajectories``,
@@ -44,13 +44,21 @@ from verifier.config import Sampling, hydra_main
 from verifier.engine import Completion, EndpointConfig, OpenAIEngine
 from verifier.errors import InputError
 from verifier.formats import ProofProblem, load_proofbench_problems
-from verifier.generation import Condition, GenerationConfig, GenTask, Outcome, generate, outcome_counts
+from verifier.generation import (
+    Condition,
+    GenerationConfig,
+    GenTask,
+    Outcome,
+    generate,
+    outcome_counts,
+    proof_steps_of,
+)
 from verifier.io import load_trajectories, read_jsonl, truncate_partial_last_line
 from verifier.judging import JudgeConfig
 from verifier.outputs import holds_output
 from verifier.records import NO_STEP, ProofTrajectory
 from verifier.runner import judge_trajectories
-from verifier.templates import generation_prompt, render, split_proof_steps
+from verifier.templates import generation_prompt, render
 
 
 @dataclass
@@ -79,6 +87,9 @@ class CandidatesConfig:
     verifier: EndpointConfig = field(default_factory=EndpointConfig)  # critic=verifier only
     critique: CriticConfig = field(default_factory=CriticConfig)
     stop_when_accepted: bool = True  # do not revise a version the critic accepts
+    # a thinking generator's reasoning, removed before the steps (verifier.generation.proof_steps_of):
+    # think | think_opened | none
+    reasoning_format: str = "think"
     temperature: float = 1.0
     # one sampling temperature per generator (several generators: a model at a few temperatures may be listed
     # twice); empty: ``temperature`` for every generator
@@ -136,19 +147,22 @@ def _critique(versions: list[ProofTrajectory], cfg: CandidatesConfig) -> list[di
     return out  # type: ignore[return-value]
 
 
-def version_fate(c: Completion) -> str:
+def version_fate(c: Completion, reasoning_format: str = "think") -> str:
     """What a generated version becomes: ``keep`` (into candidates.jsonl), ``retry`` (a failed request:
-    not written, the next run retries it), or the reason it is skipped (``prompt_too_long``, ``empty_proof``).
+    not written, the next run retries it), or the reason it is skipped (``prompt_too_long``, ``empty_proof``,
+    ``unfinished_thinking``: a thinking generator's reasoning never ended, so there is no proof).
 
     >>> [version_fate(c) for c in (Completion("Step 0: a"), Completion(status="request_failed"),
-    ...                            Completion(status="too_long"), Completion("  "))]
-    ['keep', 'retry', 'prompt_too_long', 'empty_proof']
+    ...                            Completion(status="too_long"), Completion("  "), Completion("<think>hm"))]
+    ['keep', 'retry', 'prompt_too_long', 'empty_proof', 'unfinished_thinking']
     """
     if c.status == "request_failed":
         return "retry"
     if c.status == "too_long":
         return "prompt_too_long"
-    steps = split_proof_steps(c.text) if c.text.strip() else []
+    steps = proof_steps_of(c.text, reasoning_format, c.reasoning)
+    if steps is None:
+        return "unfinished_thinking"
     return "keep" if any(x.strip() for x in steps) else "empty_proof"
 
 
@@ -204,13 +218,14 @@ def _condition(chunk: list[GenTask], cfg: CandidatesConfig) -> list[GenTask | Ou
 def _outcome(t: GenTask, c: Completion, g: int, cfg: CandidatesConfig) -> Outcome:
     """A generated version as a candidate row or a skip row (``version_fate`` decides)."""
     parent, crit = t.meta if t.round else (None, None)
-    fate = version_fate(c)
+    fate = version_fate(c, cfg.reasoning_format)
     if fate == "retry":
         return Outcome(counts={"request_failed": 1})
     if fate != "keep":
         return Outcome({"id": t.id, "reason": fate, "parent_id": parent.id if parent else None,
                         "detail": c.error or "", "text": c.text}, rejected=True, counts={fate: 1})
-    v = _trajectory(t.problem, g, cfg.generators[g].model, t.sample, t.round, split_proof_steps(c.text),
+    v = _trajectory(t.problem, g, cfg.generators[g].model, t.sample, t.round,
+                    proof_steps_of(c.text, cfg.reasoning_format, c.reasoning) or [],
                     parent.id if parent else None, crit, cfg.critic if parent else None)
     v.meta["candidate"]["finish_reason"] = c.finish_reason  # "length": cut at max_tokens
     v.meta["candidate"]["temperature"] = cfg.temperatures[g] if cfg.temperatures else cfg.temperature
