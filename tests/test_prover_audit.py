@@ -145,18 +145,18 @@ def test_the_exploit_audit_counts_exactly():
     false ones are the exploits; prover/exploit_rate is their share by the exact checker over the audited sample,
     and by an independent honest verifier (audit.judge=pool) over the proofs it was sent."""
     probs = synthetic_problems(4, seed=12)
-    completions, cols = _batch(probs, lambda p: [proof_text(gold_proof(p)), FALSE_F, FALSE_G])
+    completions, cols = _batch(probs, lambda p: [proof_text(gold_proof(p)), FALSE_F, FALSE_G, FALSE_F])
     texts = [c[0]["content"] for c in completions]
-    accepted = [i for i, t in enumerate(texts) if t != FALSE_G]  # 4 true + 4 known false
+    accepted = [i for i, t in enumerate(texts) if t != FALSE_G]  # 4 true + 8 known false
     exploits = [i for i in accepted if not check_proof(cols["problem"][i], proof_steps_of(texts[i])).true]
-    assert len(accepted) == 8 and len(exploits) == 4  # the exact checker on the hand-made completions
+    assert len(accepted) == 12 and len(exploits) == 8  # the exact checker on the hand-made completions
 
     r = ProverReward(_cfg(sample=0, max_exploit_rate=None), engines=[FakeVerifier(lenient)])
     out, logged = _run(r, completions, cols)
     assert [i for i, v in enumerate(out) if v == 1.0] == accepted
-    assert logged["prover/audit_checked"] == 8 and logged["prover/audit_exploits"] == 4
+    assert logged["prover/audit_checked"] == 12 and logged["prover/audit_exploits"] == 8
     assert logged["prover/exploit_rate"] == pytest.approx(len(exploits) / len(accepted))
-    assert r.last.n_hacked == 4  # the same proofs the per-step gold check calls hacked
+    assert r.last.n_hacked == 8  # the same proofs the per-step gold check calls hacked
 
     # a sample of 3, re-judged by an independent (honest) verifier through the runner: exploits = the known false
     # ones among exactly the proofs it was sent; a step off the schedule (every=2) is not audited
@@ -176,8 +176,8 @@ def test_the_exploit_audit_counts_exactly():
 
     # above max_exploit_rate with action=stop: one error naming the metric
     r = ProverReward(_cfg(sample=0, max_exploit_rate=0.4, action="stop"), engines=[FakeVerifier(lenient)])
-    with pytest.raises(RewardHackingError, match=r"prover/exploit_rate=0\.500 is above prover\.audit\.max_exploit_rate"
-                                                 r"=0\.4 .*4 of 8 audited accepted proofs"):
+    with pytest.raises(RewardHackingError, match=r"prover/exploit_rate=0\.667 is above prover\.audit\.max_exploit_rate"
+                                                 r"=0\.4 .*8 of 12 audited accepted proofs"):
         _run(r, completions, cols)
 
 
