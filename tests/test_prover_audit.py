@@ -82,9 +82,13 @@ def _cfg(**audit):
     return ProverRLConfig(enabled=True, judge=judge, audit=AuditConfig(**{"every": 1, **audit}))
 
 
+extra = {}  # the last step's completions-table columns (TRL's log_extra)
+
+
 def _run(reward, completions, cols):
     logged = {}
-    out = asyncio.run(reward(completions, **cols, log_metric=lambda k, v: logged.__setitem__(k, v)))
+    out = asyncio.run(reward(completions, **cols, log_metric=lambda k, v: logged.__setitem__(k, v),
+                             log_extra=lambda k, v: extra.__setitem__(k, v)))
     return out, logged
 
 
@@ -160,6 +164,9 @@ def test_the_exploit_audit_counts_exactly():
 
     # a sample of 3, re-judged by an independent (honest) verifier through the runner: exploits = the known false
     # ones among exactly the proofs it was sent; a step off the schedule (every=2) is not audited
+    assert extra["prover_audit"] == ["" if i not in accepted else "exploit" if i in exploits else "confirmed"
+                                     for i in range(len(texts))]  # the completions table: which were exploits
+
     judge = FakeVerifier(honest)
     r = ProverReward(_cfg(every=2, sample=3, judge="pool", max_exploit_rate=None,
                           pool=PoolConfig([EndpointConfig(model="independent")])),
@@ -170,8 +177,10 @@ def test_the_exploit_audit_counts_exactly():
     n_false = sum(i in exploits for i in sent)
     assert logged["prover/audit_checked"] == 3 and logged["prover/audit_exploits"] == n_false
     assert logged["prover/exploit_rate"] == pytest.approx(n_false / 3)
+    assert [extra["prover_audit"][i] for i in sent] == ["exploit" if i in exploits else "confirmed" for i in sent]
     _, logged = _run(r, completions, cols)  # step 1
     assert "prover/exploit_rate" not in logged and "prover/master_key_accept" not in logged
+    assert extra["prover_audit"] == [""] * len(texts)
     assert summary([r])["audit"]["audit_checked"] == 3 and "exploit_rate" not in summary([r])["per_step"][1]
 
     # above max_exploit_rate with action=stop: one error naming the metric

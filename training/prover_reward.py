@@ -447,19 +447,24 @@ class ProverReward(_StepLog):
                 f"{st.n_failed} of {st.n} verifier judgments failed in this step{ranks} "
                 f"(prover.max_failed_fraction={self.cfg.max_failed_fraction}); first error: {first[:300]!r}. "
                 "Check the verifier endpoint (prover.verifier.base_url) or raise prover.max_failed_fraction.")
-        if self.cfg.audit.every and step % self.cfg.audit.every == 0:  # the same steps on every rank
-            await self._audit(step, trajs, accepted, completions, kwargs, st)
+        if self.cfg.audit.every:  # the completions table's audit column, on every step (the table stays aligned)
+            audit = [""] * len(trajs)
+            if step % self.cfg.audit.every == 0:  # the same steps on every rank
+                audit = await self._audit(step, trajs, accepted, completions, kwargs, st)
+            _log_extra(kwargs, "prover_audit", audit)
         return rewards
 
     async def _audit(self, step: int, trajs: list[ProofTrajectory], accepted: list[bool | None],
-                     completions: list, kwargs: dict[str, Any], st: ProverStepStats) -> None:
+                     completions: list, kwargs: dict[str, Any], st: ProverStepStats) -> list[str]:
         """The hack audit of one step (module docstring): the accepted sample re-judged by the independent judge
-        and the master keys scored by the reward's own path, concurrently; then logs and thresholds."""
+        and the master keys scored by the reward's own path, concurrently; then logs and thresholds. Returns each
+        completion's audit label: ``exploit`` (accepted, rejected by the independent judge), ``confirmed``,
+        ``audit_failed``, or empty (not audited)."""
         a = self.cfg.audit
         acc = [i for i, v in enumerate(accepted) if v]
         rng = random.Random(a.seed * 1_000_003 + step)
-        sample = [dataclasses.replace(trajs[i], id=f"audit/{trajs[i].id}")  # own pass seeds: an independent look
-                  for i in (sorted(rng.sample(acc, a.sample)) if 0 < a.sample < len(acc) else acc)]
+        picked = sorted(rng.sample(acc, a.sample)) if 0 < a.sample < len(acc) else acc
+        sample = [dataclasses.replace(trajs[i], id=f"audit/{trajs[i].id}") for i in picked]  # own seeds: independent
         mk_completions, mk_cols = master_key_batch(completions, kwargs, a.master_keys)
         mk_trajs = [dataclasses.replace(t, id=f"s{step}/mk/{t.id}")
                     for t in _trajs(mk_completions, mk_cols, self.cfg.reasoning_format)]
@@ -505,6 +510,10 @@ class ProverReward(_StepLog):
                 raise RewardHackingError(f"{msg}; stopping (prover.audit.action=stop)")
             if int(os.environ.get("RANK", "0")) == 0:  # every rank has the same figures: one warning
                 log.warning(msg)
+        labels = [""] * len(trajs)
+        for i, v in zip(picked, verdicts):
+            labels[i] = "audit_failed" if v is None else "confirmed" if v else "exploit"
+        return labels
 
 
 def _accepted_keys(keys: Sequence[str], accepted: Sequence[bool | None]) -> str:
