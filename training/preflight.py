@@ -13,7 +13,8 @@ validates, at start-up:
   ``max_num_batched_tokens (8192) is smaller than max_model_len (16384)``).
 * every served endpoint the run will call: ``GET /v1/models`` of the meta-verifier (``reward.meta.endpoint``,
   LLM meta judge), of the verifier under test (``eval.engine=endpoint``) and, for prover RL, of the verifier
-  and its pool (``prover.verifier``, ``prover.pool.verifiers``), which must list the configured model name;
+  and its pool (``prover.verifier``, ``prover.pool.verifiers``) and the hack audit's independent judges
+  (``prover.audit.pool.verifiers``), which must list the configured model name;
   TRL's generation server (``grpo.vllm_mode=server``) must answer ``/health/``.
 
 Before the scale check, ``training.grpo.run`` calls :func:`check_model`: it names a starting model (``init_from``,
@@ -203,6 +204,9 @@ def endpoints(cfg: Any) -> list[tuple[str, Any]]:
     if p.enabled and ((cfg.train and p.reward == "verifier") or cfg.eval.enabled):  # the reward, the held-out judge
         out.append(("prover.verifier", p.verifier))
         out += [(f"prover.pool.verifiers[{i}]", ep) for i, ep in enumerate(p.pool.verifiers)]
+    a = p.audit
+    if p.enabled and cfg.train and p.reward == "verifier" and a.every and a.judge == "pool":  # the hack audit's judge
+        out += [(f"prover.audit.pool.verifiers[{i}]", ep) for i, ep in enumerate(a.pool.verifiers)]
     return out
 
 

@@ -5,7 +5,8 @@ record (``verifier.records.RecordError``, ``verifier.io.DatasetError``), a bad c
 (``InputError``), toy-scale values in a real run (``training.scale.ToyScaleError``), a ladder rule or
 start-up check of a training run (``training.ladder.LadderConfigError``, ``training.preflight.PreflightError``),
 a budget that cannot fit (``verifier.budget.BudgetError``), a judge endpoint that keeps failing
-(``training.rewards.JudgeFailureError``), an output held by another process (subclass ``UserError``).
+(``training.rewards.JudgeFailureError``), a prover run's hack audit over its threshold with ``action=stop``
+(``training.prover_reward.RewardHackingError``), an output held by another process (subclass ``UserError``).
 Missing files (``FileNotFoundError``) and Hydra's own errors (unknown override key, bad override
 value) are treated the same way.
 
