@@ -53,7 +53,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 
-from verifier.errors import UserError  # noqa: E402 (after the path set-up above)
+from data_pipeline import synthetic_recipes as recipes
+from verifier.errors import UserError
 
 STAGES = ("provers", "verifier", "candidates", "selection", "augment", "held_out", "grpo_data", "rows", "report")
 ROWS = ("rough_rl", "meta_ver_rl", "extra_ann", "pos_aug", "extra_ann_random")
@@ -144,86 +145,6 @@ def task(cfg: LadderConfig) -> dict[str, Any]:
             "recoverable_rate": 0.0, "qe_fraction": 0.0, "subjects": ["arithmetic"], "problem_id_from_text": True}
 
 
-def prover_sft_rows(problems, seed: int) -> list[dict[str, Any]]:
-    """The prover's SFT data: the B.1 prompt, the revision prompt (a critique of a flawed proof) and the repair prompt
-    (the expert's review, section 4.2), each answered with the gold proof."""
-    from data_pipeline.candidates import revision_prompt
-    from data_pipeline.simulated_expert import expert_annotation
-    from data_pipeline.synthetic import generate_synthetic
-    from data_pipeline.synthetic_check import gold_proof, proof_text
-    from verifier.generation import Condition
-    from verifier.templates import as_messages, generation_prompt, repair_prompt
-
-    flawed = {t.problem: t for t in generate_synthetic(len(problems) * 2, seed=seed, valid_fraction=0.0,
-                                                       error_delta_min=1, error_delta_max=3, recoverable_rate=0.0,
-                                                       min_steps=3, max_steps=3, max_operand=9,
-                                                       subjects=["arithmetic"], problem_id_from_text=True)}
-    rows, rng = [], random.Random(seed)
-    for p in problems:
-        gold = proof_text(gold_proof(p.problem))
-        prompt = generation_prompt(p.problem)
-        t = flawed.get(p.problem)
-        if t is not None and rng.random() < 0.3:
-            ann, _ = expert_annotation(t.problem, t.proof_steps)
-            if rng.random() < 0.5:
-                prompt = revision_prompt(p.problem, Condition(t.id, t.proof_steps, ann.reviewer_comment, "invalid",
-                                                              ann.first_fatal_error_step))
-            else:
-                prompt = repair_prompt(dataclasses.replace(t, annotation=ann))
-        rows.append({"prompt": as_messages(prompt), "completion": [{"role": "assistant", "content": gold}]})
-    return rows
-
-
-def error_mix(trajs) -> dict[str, Any]:
-    """Per generator (model @ temperature): proofs, true rate, and the first error's kind (exact checker)."""
-    from data_pipeline.synthetic_check import check_proof
-
-    out: dict[str, Any] = {}
-    for t in trajs:
-        c = (t.meta or {}).get("candidate") or {}
-        g = out.setdefault(f"{Path(str(c.get('model'))).name}@T{c.get('temperature')}", {"n": 0, "true": 0,
-                                                                                        "kinds": Counter()})
-        chk = check_proof(t.problem, t.proof_steps)
-        g["n"] += 1
-        g["true"] += chk.true
-        g["kinds"][chk.kind or "true"] += 1
-    return {k: {"n": v["n"], "true_rate": v["true"] / v["n"], "kinds": dict(v["kinds"].most_common())}
-            for k, v in sorted(out.items())}
-
-
-def label_held_out(trajs) -> list[Any]:
-    """Held-out prover proofs with the exact checker's appendix-C annotation (evaluation labels)."""
-    from data_pipeline.simulated_expert import expert_annotation
-
-    return [dataclasses.replace(t, annotation=expert_annotation(t.problem, t.proof_steps)[0]) for t in trajs
-            if not expert_annotation(t.problem, t.proof_steps)[0].report_error_case]
-
-
-def pass_acceptance(trajs, judgments_path: Path) -> dict[str, Any]:
-    """The diagnosis of the warm-start verifier on pool (training) proofs: per-pass acceptance of true and of false
-    proofs (by the first error's kind) and the parse rate, from the selection's judgments."""
-    from data_pipeline.synthetic_check import check_proof
-    from verifier.judgment import load_judgments
-    from verifier.records import Verdict
-
-    by_id = {t.id: t for t in trajs}
-    acc: dict[str, list[int]] = {}
-    parsed = total = 0
-    for j in load_judgments(judgments_path, passes_only=True):
-        t = by_id[j.id]
-        c = check_proof(t.problem, t.proof_steps)
-        for key in ("true" if c.true else "false", f"false:{c.kind}" if not c.true else "true"):
-            a = acc.setdefault(key, [0, 0])
-            for pss in j.passes:
-                a[0] += pss.ok and pss.verdict is Verdict.VALID
-                a[1] += 1
-        parsed += sum(pss.ok for pss in j.passes)
-        total += len(j.passes)
-    return {"parse_rate": parsed / total if total else float("nan"),
-            **{f"accept_per_pass[{k}]": round(a / n, 4) for k, (a, n) in sorted(acc.items()) if n},
-            **{f"passes[{k}]": n for k, (_, n) in sorted(acc.items())}}
-
-
 class Bench:
     """The stages, each resumable (a marker with the stage's settings)."""
 
@@ -305,7 +226,7 @@ class Bench:
         cfg = self.cfg
         model = build(TinyModelConfig(out=str(self.out / "model"), seed=cfg.seed, hidden_size=cfg.hidden_size,
                                       num_layers=cfg.num_layers, intermediate_size=cfg.intermediate_size))
-        ds = Dataset.from_list(prover_sft_rows(self.problems()["sft"], cfg.seed + 1))
+        ds = Dataset.from_list(recipes.prover_sft_rows(self.problems()["sft"], cfg.seed + 1))
         sft_train(SFTRunConfig(
             output_dir=str(d / "sft"), model=ModelConfig(name_or_path=str(model)), max_steps=cfg.prover_sft_steps,
             per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.prover_lr, warmup_steps=5, max_length=512,
@@ -374,9 +295,9 @@ class Bench:
             critique=cand.CriticConfig(n=1, template="verify_compact", temperature=cfg.temperature,
                                        max_tokens=cfg.max_completion_length),
             max_tokens=cfg.prover_max_tokens, run_seed=cfg.seed + (0 if part == "pool" else 1), progress=True))
-        result = {"summary": summary, "error_mix": error_mix(load_trajectories(d / "candidates.jsonl").records)}
+        result = {"summary": summary, "error_mix": recipes.error_mix(load_trajectories(d / "candidates.jsonl").records)}
         if part == "held":  # the evaluation labels: the exact checker's annotation of every held-out proof
-            held = label_held_out(load_trajectories(d / "candidates.jsonl").records)
+            held = recipes.label_held_out(load_trajectories(d / "candidates.jsonl").records)
             write_jsonl(d / "held_out.jsonl", held)
             result["held_out"] = {"proofs": len(held), "false": sum(not t.annotation.is_valid for t in held),
                                   "problems": len({t.problem_id for t in held})}
@@ -420,7 +341,7 @@ class Bench:
                 random_queue.append(t)
                 taken[t.problem_id] += 1
         write_jsonl(d / "random" / "annotation_queue.jsonl", random_queue)
-        return {"warm_start_on_pool": pass_acceptance(pool, d / "uncertainty" / "judgments.jsonl"),
+        return {"warm_start_on_pool": recipes.pass_acceptance(pool, d / "uncertainty" / "judgments.jsonl"),
                 "uncertainty": self.annotate_queue(d / "uncertainty", d / "uncertainty" / "annotation_queue.jsonl"),
                 "random": self.annotate_queue(d / "random", d / "random" / "annotation_queue.jsonl")}
 
@@ -547,8 +468,8 @@ def main(argv: list[str] | None = None) -> None:
     keys = lambda *names: {k: c[k] for k in names}  # noqa: E731 (each stage's settings)
     model_keys = ("seed", "hidden_size", "num_layers", "intermediate_size", "min_steps", "max_steps", "max_operand")
     try:
-        p = b.stage("provers", keys(*model_keys, "n_prover_sft", "prover_sft_steps", "prover_save_every", "prover_lr",
-                                    "sft_batch"), b.provers)
+        p = b.stage("provers", {**keys(*model_keys, "n_prover_sft", "prover_sft_steps", "prover_save_every",
+                                       "prover_lr", "sft_batch"), "recipe": "prover_sft_rows/2"}, b.provers)
         until = STAGES.index(cfg.until)
         v = b.stage("verifier", keys(*model_keys, "n_verifier_sft", "verifier_sft_steps", "verifier_lr", "style",
                                      "sft_batch"), lambda d: b.verifier(d, p["model"]))

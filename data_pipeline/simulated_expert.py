@@ -81,7 +81,8 @@ def expert_annotation(problem: str, steps: Sequence[str]) -> tuple[Annotation, C
         return Annotation(report_error_case=True, remark=f"abnormal case: {c.reason}",
                           reviewer_comment=f"The proof is invalid: {c.reason}."), c
     before = f"Steps 0-{c.step - 1} are correct. " if c.step > 1 else "Step 0 is correct. " if c.step == 1 else ""
-    comment = (f"{before}Step {c.step} is wrong ({_KIND_WORDS.get(c.kind, c.kind)}): {c.reason}. "
+    what = c.reason.partition(": ")[2] or c.reason  # the checker's reason without its "step k" prefix
+    comment = (f"{before}Step {c.step} is wrong ({_KIND_WORDS.get(c.kind, c.kind)}): {what}. "
                "The error propagates to the answer, so the proof is invalid.")
     fix = (f"Step {c.step} should read {c.expected!r}; redo every later step from there." if c.expected else
            f"Remove step {c.step} and every step after it: the answer step must be the last.")

@@ -1,0 +1,117 @@
+"""Named data recipes of the synthetic task for proofs a prover wrote (``make bench-ladder``, section 4.1, 5.4).
+
+* ``prover_sft_rows``: a tiny prover's SFT data: the B.1 prompt, the revision prompt (a critique of a flawed proof)
+  and the repair prompt (an expert's review, section 4.2), each answered with the gold proof;
+* ``error_mix``: candidate proofs per generator (model at temperature): true rate and the first error's kind;
+* ``label_held_out``: held-out prover proofs with the exact checker's appendix-C annotation (evaluation labels);
+* ``pass_acceptance``: a verifier's per-pass acceptance of true and false proofs (by error kind) and parse rate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from data_pipeline.candidates import revision_prompt
+from data_pipeline.simulated_expert import expert_annotation
+from data_pipeline.synthetic import _apply
+from data_pipeline.synthetic_check import check_proof, gold_proof, parse_problem, proof_text
+from verifier.generation import Condition
+from verifier.judgment import load_judgments
+from verifier.records import ProofTrajectory, Verdict
+from verifier.templates import as_messages, generation_prompt, repair_prompt
+
+
+def flawed_proof(problem: str, rng: random.Random) -> list[str]:
+    """A proof of ``problem`` with one wrong operation result (1-3 off) carried on to the answer: the error a
+    prover makes most (``wrong_result``).
+
+    >>> flawed_proof("Compute 5 + 3 - 2.", random.Random(0))
+    ['5 + 3 = 8', '8 - 2 = 4', 'So the answer is 4.']
+    """
+    _, cur, ops = parse_problem(problem)
+    k = rng.randrange(len(ops))
+    steps = []
+    for i, (op, b) in enumerate(ops):
+        nxt = _apply(cur, op, b)
+        if i == k:
+            nxt = nxt + rng.randint(1, 3) if nxt < 3 or rng.random() < 0.5 else nxt - rng.randint(1, 3)
+        steps.append(f"{cur} {op} {b} = {nxt}")
+        cur = nxt
+    return [*steps, f"So the answer is {cur}."]
+
+
+def prover_sft_rows(problems, seed: int, repair_fraction: float = 0.3) -> list[dict[str, Any]]:
+    """The prover's SFT data (arithmetic chains): the B.1 prompt; for ``repair_fraction`` of the problems instead
+    the revision prompt (a critique of a flawed proof of the same problem) or the repair prompt (the expert's review
+    and correction, section 4.2); each answered with the gold proof.
+
+    >>> from verifier.formats import ProofProblem
+    >>> rows = prover_sft_rows([ProofProblem(f"p{i}", f"Compute {i} + 3 - 2.") for i in range(3, 9)], 1, 0.5)
+    >>> sorted({r["prompt"][0]["content"].split()[0] for r in rows})
+    ['Below', 'Prove']
+    """
+    rows, rng = [], random.Random(seed)
+    for p in problems:
+        gold = proof_text(gold_proof(p.problem))
+        prompt = generation_prompt(p.problem)
+        if rng.random() < repair_fraction:
+            steps = tuple(flawed_proof(p.problem, rng))
+            ann, _ = expert_annotation(p.problem, steps)
+            if rng.random() < 0.5:
+                prompt = revision_prompt(p.problem, Condition(p.id, steps, ann.reviewer_comment, "invalid",
+                                                              ann.first_fatal_error_step))
+            else:
+                prompt = repair_prompt(ProofTrajectory(p.id, p.id, p.problem, steps, annotation=ann))
+        rows.append({"prompt": as_messages(prompt), "completion": [{"role": "assistant", "content": gold}]})
+    return rows
+
+
+def error_mix(trajs) -> dict[str, Any]:
+    """Per generator (model @ temperature): proofs, true rate, and the first error's kind (exact checker)."""
+    out: dict[str, Any] = {}
+    for t in trajs:
+        c = (t.meta or {}).get("candidate") or {}
+        g = out.setdefault(f"{Path(str(c.get('model'))).name}@T{c.get('temperature')}", {"n": 0, "true": 0,
+                                                                                        "kinds": Counter()})
+        chk = check_proof(t.problem, t.proof_steps)
+        g["n"] += 1
+        g["true"] += chk.true
+        g["kinds"][chk.kind or "true"] += 1
+    return {k: {"n": v["n"], "true_rate": v["true"] / v["n"], "kinds": dict(v["kinds"].most_common())}
+            for k, v in sorted(out.items())}
+
+
+def label_held_out(trajs) -> list[Any]:
+    """Held-out prover proofs with the exact checker's appendix-C annotation (evaluation labels); a proof the
+    expert would report as an abnormal case (no steps) is left out."""
+    out = []
+    for t in trajs:
+        ann = expert_annotation(t.problem, t.proof_steps)[0]
+        if not ann.report_error_case:
+            out.append(dataclasses.replace(t, annotation=ann))
+    return out
+
+
+def pass_acceptance(trajs, judgments_path: Path) -> dict[str, Any]:
+    """The diagnosis of the warm-start verifier on pool (training) proofs: per-pass acceptance of true and of false
+    proofs (by the first error's kind) and the parse rate, from the selection's judgments."""
+    by_id = {t.id: t for t in trajs}
+    acc: dict[str, list[int]] = {}
+    parsed = total = 0
+    for j in load_judgments(judgments_path, passes_only=True):
+        t = by_id[j.id]
+        c = check_proof(t.problem, t.proof_steps)
+        for key in ("true" if c.true else "false", f"false:{c.kind}" if not c.true else "true"):
+            a = acc.setdefault(key, [0, 0])
+            for pss in j.passes:
+                a[0] += pss.ok and pss.verdict is Verdict.VALID
+                a[1] += 1
+        parsed += sum(pss.ok for pss in j.passes)
+        total += len(j.passes)
+    return {"parse_rate": parsed / total if total else float("nan"),
+            **{f"accept_per_pass[{k}]": round(a / n, 4) for k, (a, n) in sorted(acc.items()) if n},
+            **{f"passes[{k}]": n for k, (_, n) in sorted(acc.items())}}
