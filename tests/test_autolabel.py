@@ -81,14 +81,14 @@ def test_all_valid_analyses_accept_is_valid():
 
 def test_measure_on_hand_made_labels():
     labels = {"a": ("invalid", 2), "b": ("invalid", 1), "c": ("invalid", 0), "d": ("valid", -1),
-              "e": ("valid", -1), "f": ("undecided", -1)}
+              "e": ("valid", -1), "f": ("undecided", -1), "i": ("valid", -1)}
     truth = {"a": (False, 2), "b": (False, 3), "c": (True, -1), "d": (False, 1), "e": (True, -1),
-             "f": (False, 0), "g": (False, 4), "h": None}
+             "f": (False, 0), "g": (False, 4), "h": None, "i": (False, 0)}
     m = measure(labels, truth)
-    assert (m["proofs"], m["no_truth"], m["labelled"], m["undecided"]) == (7, 1, 5, 2)  # g: no label = undecided
-    assert m["confusion"] == {"tp": 2, "fp": 1, "fn": 1, "tn": 1}
-    assert m["coverage"] == 5 / 7 and m["precision_invalid"] == 2 / 3 and m["recall_invalid"] == 2 / 3
-    assert m["recall_invalid_all"] == 2 / 5 and m["accuracy"] == 3 / 5
+    assert (m["proofs"], m["no_truth"], m["labelled"], m["undecided"]) == (8, 1, 6, 2)  # g: no label = undecided
+    assert m["confusion"] == {"tp": 2, "fp": 1, "fn": 2, "tn": 1}
+    assert m["coverage"] == 6 / 8 and m["precision_invalid"] == 2 / 3 and m["recall_invalid"] == 2 / 4
+    assert m["recall_invalid_all"] == 2 / 6 and m["accuracy"] == 3 / 6
     assert (m["exact_first_step"], m["exact_first_step_of"]) == (1 / 2, 2)  # a exact, b off by two
     empty = measure({}, {"x": None})
     assert empty["coverage"] is None and empty["precision_invalid"] is None and empty["exact_first_step"] is None
