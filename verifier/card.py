@@ -53,12 +53,12 @@ class VerifierCard:
     schema_version: int = CARD_VERSION
 
     def judge_budget(self, default: int) -> int:
-        """The judge's ``max_tokens`` from the card: the held-out judge's, else ``default`` raised to the need.
+        """The judge's ``max_tokens`` from the card: the held-out judge's (else ``default``), raised to the need.
 
         >>> example_card(judge_max_tokens=None, needed_max_tokens=60).judge_budget(1024), example_card().judge_budget(1024)
         (1024, 8192)
         """
-        return self.judge_max_tokens if self.judge_max_tokens is not None else max(default, self.needed_max_tokens)
+        return max(default if self.judge_max_tokens is None else self.judge_max_tokens, self.needed_max_tokens)
 
 
 def example_card(**kw: Any) -> VerifierCard:
