@@ -28,6 +28,7 @@ from typing import Any
 
 import requests
 
+from verifier.card import inherit
 from verifier.config import hydra_main
 from verifier.engine import EndpointConfig, OpenAIEngine, served_models
 from verifier.errors import InputError
@@ -52,6 +53,11 @@ class JudgeAppConfig:
     on_error: str = "raise"  # bad input records: raise | skip (skipped records are counted and reported)
     limit: int | None = None  # judge only the first N input records
     progress: bool = True
+    verifier_run_dir: str | None = None  # a training run: judge keys not on the command line from its verifier card
+
+    def resolve(self, given: frozenset[str]) -> JudgeAppConfig:
+        """The verifier card of ``verifier_run_dir`` fills the judge keys not given (``verifier.card.inherit``)."""
+        return inherit(self, given, endpoint="endpoint")
 
 
 @holds_output("output", folder=False)

@@ -46,6 +46,7 @@ from rich.table import Table
 from eval.browse import write_browser_for_run
 from eval.metrics import Prediction, acceptance_table, flip_rate, k_curve
 from eval.stats import BOOTSTRAP_RENAMED, BootstrapSpec
+from verifier.card import inherit
 from verifier.config import hydra_main
 from verifier.engine import EndpointConfig, Engine, OpenAIEngine
 from verifier.formats import ProofProblem, load_proofbench_problems
@@ -113,6 +114,12 @@ class ProverBenchConfig:
     title: str | None = None
     browser_index: str | None = None
     wandb: WandbConfig = field(default_factory=lambda: WandbConfig(tags=["proverbench"]))
+    verifier_run_dir: str | None = None  # a training run: judge keys not on the command line from its verifier card
+
+    def resolve(self, given: frozenset[str]) -> ProverBenchConfig:
+        """The verifier card of ``verifier_run_dir`` fills the judge keys not given (``verifier.card.inherit``;
+        the card is ``verifier``'s: ``pool.verifiers`` judge with the same ``judge`` keys)."""
+        return inherit(self, given, endpoint="verifier")
 
     def validate(self) -> None:
         """Stop before any work on a value that makes the run meaningless (names the field)."""

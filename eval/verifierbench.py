@@ -36,6 +36,7 @@ from eval.browse import write_browser
 from eval.metrics import Prediction, ScoreOptions, align_ids, score_predictions
 from eval.score import ScoreConfig, flatten, options
 from eval.stats import BOOTSTRAP_RENAMED, BootstrapSpec
+from verifier.card import inherit
 from verifier.config import MetaVerifierConfig, hydra_main
 from verifier.engine import EndpointConfig, Engine, OpenAIEngine
 from verifier.errors import InputError
@@ -81,6 +82,12 @@ class VerifierBenchConfig:
     title: str | None = None
     browser_index: str | None = None
     wandb: WandbConfig = field(default_factory=WandbConfig)
+    verifier_run_dir: str | None = None  # a training run: judge keys not on the command line from its verifier card
+
+    def resolve(self, given: frozenset[str]) -> VerifierBenchConfig:
+        """The verifier card of ``verifier_run_dir`` fills the judge keys not given (``verifier.card.inherit``;
+        ``engine=offline``: also ``offline.model``, the run's final weights)."""
+        return inherit(self, given, endpoint="verifier", offline="offline")
 
 
 def verifier_engine(cfg: VerifierBenchConfig):

@@ -7,7 +7,8 @@ Hydra config (``configs/grpo.yaml``, schema :class:`training.config.GRPORunConfi
 (``training.scale``), ladder rules (``training.ladder``) and preflight (``training.preflight``), before
 anything loads -> trajectories (``training.data``) -> W&B (``training.tracking``) -> on every rank the
 ``trl.GRPOTrainer`` with the rewards of ``training/rewards.py`` (``training.trainer``), the final weights saved
-to ``DIR/final`` (``training.model``; LoRA: the adapter there and a merged copy in ``DIR/final_merged``) ->
+to ``DIR/final`` (``training.model``; LoRA: the adapter there and a merged copy in ``DIR/final_merged``), the
+verifier card beside them (``DIR/verifier_card.json``, ``verifier.card``: how the verifier is to be judged) ->
 on the main process, after all ranks finished, the held-out evaluation (``training.heldout``: the
 VerifierBench path, ``eval.verifierbench.run``), in ``DIR/heldout/``; its metrics go to ``DIR/metrics.json``.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import sys
 from pathlib import Path
@@ -46,6 +48,7 @@ from training.prover_reward import evaluate_prover, load_problems
 from training.scale import raise_on_toy_values, toy_values
 from training.tracking import init_wandb, run_name
 from training.trainer import train
+from verifier.card import VerifierCard, write_card
 from verifier.config import hydra_main, redact
 from verifier.errors import InputError
 from verifier.results import flat_metrics, write_metrics
@@ -57,6 +60,34 @@ def check_scale(cfg: GRPORunConfig) -> None:
     """Stop a real-model run that still has tiny-profile values, before loading data or the model."""
     ladder.resolve_data(cfg)  # data.root -> the row's own data.train_path / data.eval_path
     raise_on_toy_values(cfg.init_from or cfg.model.name_or_path, toy_values(cfg), smoke=cfg.smoke)
+
+
+def needed_tokens(log_history: list[dict[str, Any]], budget: int) -> int:
+    """The least judge budget of a trained verifier: the longest verification it finished in the second half of
+    training (TRL's ``completions/max_terminated_length`` per logging step); the whole budget when none finished.
+
+    >>> key = "completions/max_terminated_length"
+    >>> needed_tokens([{key: 900.0}, {"loss": 1.0}, {key: 0.0}, {key: 610.4}], 1024), needed_tokens([{key: 0.0}], 32)
+    (611, 32)
+    """
+    seen = [float(h["completions/max_terminated_length"]) for h in log_history
+            if "completions/max_terminated_length" in h]
+    longest = max(seen[len(seen) // 2:], default=0.0)
+    return min(budget, math.ceil(longest)) if longest > 0 else budget
+
+
+def verifier_card(cfg: GRPORunConfig, log_history: list[dict[str, Any]]) -> VerifierCard:
+    """The card of the trained verifier (``verifier.card``): prompt ``data.*``, budgets ``grpo.max_completion_length``
+    and ``eval.judge.max_tokens``, the held-out judge's sampling, the policy's chat-template arguments."""
+    kw = dict(cfg.grpo.chat_template_kwargs or {})
+    budget = cfg.grpo.max_completion_length
+    return VerifierCard(recipe="grpo", base_model=str(cfg.init_from or cfg.model.name_or_path),
+                        template=cfg.data.prompt_template, with_reference=cfg.data.with_reference,
+                        train_max_tokens=budget, needed_max_tokens=needed_tokens(log_history, budget),
+                        judge_max_tokens=cfg.eval.judge.max_tokens, temperature=cfg.eval.judge.temperature,
+                        top_p=cfg.eval.judge.top_p,
+                        thinking=bool(kw["enable_thinking"]) if "enable_thinking" in kw else ladder.thinking_policy(cfg),
+                        chat_template_kwargs=kw or None)
 
 
 def run(cfg: GRPORunConfig) -> dict[str, Any]:
@@ -92,6 +123,8 @@ def run(cfg: GRPORunConfig) -> dict[str, Any]:
             (out / "train_log.json").write_text(json.dumps(tsum["log_history"], indent=1))
             # Always on disk, also with eval.enabled=false: reward-judge counts, grades, steps.
             (out / "train_summary.json").write_text(json.dumps(summary, indent=1, default=str))
+            if not cfg.prover.enabled:  # a prover run trains no verifier
+                write_card(out, verifier_card(cfg, tsum["log_history"]))
     elif cfg.evaluate_run:  # pess_ver: another row's final weights, judged with its own eval.*
         model_dir = str(ladder.wait_for_run(cfg.evaluate_run, cfg.evaluate_run_wait_s))
         summary["evaluated_run"] = {"dir": str(cfg.evaluate_run), "weights": model_dir}

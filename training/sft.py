@@ -7,7 +7,8 @@ Rows are conversational prompt-completion pairs: the verification prompt of sect
 (``verifier/prompts/verify.j2``) and a gold verification whose answer block the one parser
 reads (``data_pipeline.synthetic.gold_verification`` for the synthetic task; for expert-annotated
 data, ``verifier.parser.format_verification`` over the reviewer comment). The loss is on the
-completion only. The result (``DIR/final``) is the ``init_from`` of a GRPO run.
+completion only. The result (``DIR/final``) is the ``init_from`` of a GRPO run; ``DIR/verifier_card.json``
+(``verifier.card``) says how to judge with it.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from training.config import DataConfig, ModelConfig
 from training.data import load_trajectories_for
 from training.model import load_model
 from training.scale import data_toy_values, raise_on_toy_values
-from verifier.config import hydra_main, redact
+from verifier.card import VerifierCard, write_card
+from verifier.config import Sampling, hydra_main, redact
 from verifier.errors import InputError
 from verifier.parser import format_verification
 from verifier.results import WandbConfig
@@ -162,7 +164,21 @@ def sft_train(cfg: SFTRunConfig, trajs: Sequence, model_path: str | None = None,
     model.save_pretrained(str(final))
     tokenizer.save_pretrained(str(final))
     (out / "sft_log.json").write_text(json.dumps(trainer.state.log_history, indent=1))
+    if dataset is None:  # gold verifications: a verifier (a prover's gold proofs are not)
+        write_card(out, verifier_card(cfg, ds, tokenizer, model_path))
     return final
+
+
+def verifier_card(cfg: SFTRunConfig, ds: Any, tokenizer: Any, model_path: str | None = None) -> VerifierCard:
+    """The card of the SFT verifier (``verifier.card``): prompt ``data.*``; its budget is the longest gold
+    verification it was trained on, in tokens plus the end of turn; no held-out judge; sampling section 5.1's."""
+    longest = max((len(tokenizer(row["completion"][-1]["content"], add_special_tokens=False)["input_ids"]) + 1
+                   for row in ds), default=1)
+    s = Sampling()
+    return VerifierCard(recipe="sft", base_model=str(model_path or cfg.model.name_or_path),
+                        template=cfg.data.prompt_template, with_reference=cfg.data.with_reference,
+                        train_max_tokens=longest, needed_max_tokens=longest, judge_max_tokens=None,
+                        temperature=s.temperature, top_p=s.top_p, thinking=None, chat_template_kwargs=None)
 
 
 def main() -> None:

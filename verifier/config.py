@@ -33,6 +33,7 @@ import setproctitle
 from hydra import compose as _compose
 from hydra import initialize_config_dir
 from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
 from hydra.core.global_hydra import GlobalHydra
 from hydra.errors import HydraException
 from omegaconf import OmegaConf
@@ -149,7 +150,7 @@ def hydra_main(name: str, schema: type[T], config_dir: Path | None = None
             # Hydra has parsed the command line: drop its API keys from sys.argv, which W&B records
             # as the run's program arguments (and other libraries may log)
             sys.argv[:] = redact(list(sys.argv))
-            return run_command(command_name(fn), lambda: fn(_typed(cfg)))
+            return run_command(command_name(fn), lambda: fn(resolved(_typed(cfg), _task_overrides())))
 
         @functools.wraps(fn)
         def entry(*args: Any, **kwargs: Any) -> Any:
@@ -227,14 +228,39 @@ def compose(name: str, schema: type[T], overrides: list[str] | None = None, conf
 
     register(name, schema)
     GlobalHydra.instance().clear()
+    overrides = renamed(schema, overrides or [])
     with initialize_config_dir(config_dir=str(config_dir or CONFIG_DIR), version_base="1.3"):
         try:
-            cfg = _compose(config_name=name, overrides=renamed(schema, overrides or []))
+            cfg = _compose(config_name=name, overrides=overrides)
         except (HydraException, OmegaConfBaseException) as e:
             if (msg := _renamed_in_error(schema, e)) is not None:
                 raise InputError(msg) from e
             raise
-    return to_object(cfg)
+    return resolved(to_object(cfg), overrides)
+
+
+def given_keys(overrides: list[str]) -> frozenset[str]:
+    """The dotted keys a list of overrides sets (``+k=v``, ``~k``, a sweep's ``k=a,b``).
+
+    >>> sorted(given_keys(["judge.max_tokens=1024", "+endpoint.extra_body={a: 1}", "~judge.k", "-m"]))
+    ['endpoint.extra_body', 'judge.k', 'judge.max_tokens']
+    """
+    return frozenset(a.partition("=")[0].lstrip("+~") for a in overrides if not a.startswith("-"))
+
+
+def resolved(obj: T, overrides: list[str]) -> T:
+    """A typed config after its schema's ``resolve(given)``, if it has one: the keys set on the command line
+    (``given_keys``) decide which values may come from elsewhere (the verifier card: ``verifier.card.inherit``)."""
+    hook = getattr(obj, "resolve", None)
+    return hook(given_keys(overrides)) if callable(hook) else obj
+
+
+def _task_overrides() -> list[str]:
+    """The overrides of the running Hydra job (one job of a sweep: its own values)."""
+    try:
+        return list(HydraConfig.get().overrides.task)
+    except ValueError:  # not under a Hydra app
+        return []
 
 
 def renamed(schema: type, args: list[str]) -> list[str]:
