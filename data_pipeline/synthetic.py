@@ -1,4 +1,4 @@
-"""A synthetic proof-verification task for CPU-scale runs (issue: data pipeline, item 7).
+"""A synthetic proof-verification task for CPU-scale runs.
 
 ``python -m data_pipeline.synthetic out=DIR n=1000 [seed=0] [min_steps=3] [max_steps=6] ...``
 
@@ -495,7 +495,7 @@ def _check_verification(traj: ProofTrajectory, info: dict[str, Any], copy_first:
 
 def with_noisy_steps(trajs: list[ProofTrajectory], fraction: float, seed: int = 0, min_shift: int = 2,
                      max_shift: int = 3) -> tuple[list[ProofTrajectory], int]:
-    """Noisier SFT targets (issue 23 items 3-4): copies of ``trajs`` in which ``fraction`` of the invalid ones
+    """Noisier SFT targets (the localisation warm start of docs/training.md): copies of ``trajs`` in which ``fraction`` of the invalid ones
     get a ``style="check"`` target whose answer names a first error step ``min_shift..max_shift`` away from the
     true one (inside the proof; the rationale is unchanged). A warm start trained on them gets the polarity
     right more often than the step, so a reward that grades the step (Meta-Ver-RL) has something to teach

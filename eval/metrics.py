@@ -92,7 +92,7 @@ class Prediction:
 
         None (matches no gold label) for a rejection without a step (``invalid`` with
         ``first_error_step: -1``) and for an unparseable output: neither may be credited as
-        "no error" on a correct sample (issue 14, item 1).
+        "no error" on a correct sample.
 
         >>> [Prediction("a", v, s).pb_step for v, s in ((Verdict.VALID, 2), (Verdict.INVALID, 2),
         ...                                              (Verdict.INVALID, -1), (None, -1), (None, 2))]

@@ -84,7 +84,7 @@ GenerationOptions = GenerationConfig  # the prover's sampling (section 5.1: temp
 
 @dataclass
 class RefineConfig:
-    """The refine loop (issue 25): a rejected proof is revised from a rejecting pass's rationale, up to R rounds."""
+    """The refine loop: a rejected proof is revised from a rejecting pass's rationale, up to R rounds."""
 
     rounds: int = 0  # R; 0: generate and judge once
     template: str = "revise_proof"  # verifier/prompts/<name>.j2: problem, proof_steps, verdict, first_error_step, critique

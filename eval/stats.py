@@ -195,7 +195,7 @@ def harmonic(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.where(s > 0, 2 * a * b / np.where(s > 0, s, 1), np.where(np.isnan(s), np.nan, 0.0))
 
 
-# --- judge statistics (issue 7: TCS-Bench AUC, ProofJudge sign test, replicate noise) ----------
+# --- judge statistics (TCS-Bench AUC, ProofJudge sign test, replicate noise) ----------
 
 
 def auc_mann_whitney(scores: Sequence[float], labels: Sequence[bool | int]) -> float | None:

@@ -46,7 +46,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 VERDICT_REGEX = r"<final_answer>\nverdict: (valid\nfirst_error_step: -1|invalid\nfirst_error_step: [0-3])\n</final_answer>"
 LADDER = {"untrained": "untrained tiny model", "sft": "+ SFT warm start", "grpo": "+ GRPO (Meta-Ver-RL)"}
 LADDER_METRICS = ("rough.tpr", "rough.tnr", "rough.balanced_f1", "meta.tpr", "meta.tnr", "meta.balanced_f1")
-# item 1 of issue 16: the final verifier on the held-out split must reach these (and TPR, TNR > 0.5)
+# the demo's learning check: the final verifier on the held-out split must reach these (and TPR, TNR > 0.5)
 LEARNING_TARGETS = {"rough.balanced_f1": 0.70, "meta.balanced_f1": 0.50, "rough.tpr": 0.5, "rough.tnr": 0.5}
 
 
@@ -80,7 +80,7 @@ class DemoConfig:
     grpo_max_completion_length: int = 112
     grpo_learning_rate: float = 3e-5
     grpo_beta: float = 0.0
-    grpo_temperature: float = 0.5  # the evaluation temperature (issue 23 diagnosis, docs/training.md)
+    grpo_temperature: float = 0.5  # the evaluation temperature (the diagnosis in docs/training.md)
     grpo_format_weight: float = 0.0
     eval_n: int = 8
     eval_temperature: float = 0.5
@@ -392,7 +392,7 @@ def ladder_rows(d: dict[str, str]) -> dict[str, dict[str, Any]]:
 
 def reward_gain(before_dir: str, after_dir: str, n: int = 1000, seed: int = 0) -> dict[str, Any]:
     """The GRPO stage's held-out gain in mean meta reward per pass (after - before, ``per_record_reward`` of the
-    two VerifierBench runs on the same records) with a paired bootstrap CI over records (issue 23 item 5)."""
+    two VerifierBench runs on the same records) with a paired bootstrap CI over records."""
     from eval.stats import paired_delta_ci
 
     docs = [json.loads(p.read_text()) if (p := Path(x) / "metrics.json").exists() else {} for x in (before_dir, after_dir)]
@@ -408,13 +408,13 @@ def reward_gain(before_dir: str, after_dir: str, n: int = 1000, seed: int = 0) -
 
 
 def learning_check(final: dict[str, Any]) -> dict[str, Any]:
-    """Item 1 of issue 16: the final verifier's held-out figures against ``LEARNING_TARGETS``."""
+    """The demo's learning check: the final verifier's held-out figures against ``LEARNING_TARGETS``."""
     checks = {k: {"value": final.get(k), "target": t, "ok": final.get(k) is not None and (
         final[k] >= t if k.endswith("balanced_f1") else final[k] > t)} for k, t in LEARNING_TARGETS.items()}
     return {"passed": all(c["ok"] for c in checks.values()), "checks": checks}
 
 
-META_VERIFIERS = {  # which meta-verifier graded what (item 2 of issue 16)
+META_VERIFIERS = {  # which meta-verifier graded what (the demo's summary)
     "GRPO reward": "verifier.meta_verifier.RuleMetaVerifier (reward.meta.kind=rule): polarity, then the first "
                    "error step (exact, or within 1 step), then recoverable-step coverage",
     "evaluation (Meta TPR / TNR / Balanced F1)": "verifier.meta_verifier.RuleMetaVerifier (meta.kind=rule)",

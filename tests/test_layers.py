@@ -156,3 +156,16 @@ def test_every_module_imports_in_a_fresh_interpreter(pkg):
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     r = subprocess.run([sys.executable, "-c", code, *names], cwd=REPO, env=env, capture_output=True, text=True)
     assert r.returncode == 0, f"modules that fail to import on their own:\n{r.stdout}{r.stderr[-2000:]}"
+
+
+def test_no_issue_numbers_in_library_code():
+    """Library code and docstrings cite the paper's sections, not this project's issue tracker (reports/ and
+    docs/ say which experiment answered which question)."""
+    import re
+
+    pattern = re.compile(r"\bissues? ?#?\d+|\(issue\b", re.IGNORECASE)
+    hits = [f"{p.relative_to(REPO)}:{i}: {line.strip()[:80]}"
+            for folder in ("verifier", "data_pipeline", "eval", "training", "launch")
+            for p in sorted((REPO / folder).rglob("*.py"))
+            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    assert not hits, "issue numbers in library code:\n" + "\n".join(hits)

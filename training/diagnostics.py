@@ -1,4 +1,4 @@
-"""GRPO diagnosis (issue 23 item 1): the KL to the warm start at any beta, and per-step plots.
+"""GRPO diagnosis: the KL to the warm start at any beta, and per-step plots.
 
 TRL already logs, per logging step: ``reward``, ``rewards/<component>/mean``, ``reward_std``,
 ``frac_reward_zero_std`` (groups whose rewards are all equal: no gradient), ``completions/mean_length``,

@@ -1,4 +1,4 @@
-"""Wall time of each phase of a GRPO step, logged with the step's metrics (section 4.3; issue 23 item 6).
+"""Wall time of each phase of a GRPO step, logged with the step's metrics (section 4.3).
 
 :func:`install` wraps a ``trl.GRPOTrainer`` (TRL 1.16) at the seams where the phases begin and end and
 adds a callback that, at the end of every optimizer step, appends the step's times to the trainer's

@@ -1,6 +1,6 @@
 """Prover GRPO: rows are problems, completions are proofs, the reward is the served verifier's acceptance.
 
-``accelerate launch training/grpo.py experiment=prover_rl prover.verifier.base_url=URL ...`` (issue 25 item 2)
+``accelerate launch training/grpo.py experiment=prover_rl prover.verifier.base_url=URL ...``
 runs the same trainer, profiles, scale checks, W&B and launches as verifier training; only the dataset (one
 row per problem, the B.1 prompt), the reward and the held-out evaluation (ProverBench on the saved prover)
 differ, and they live here.
@@ -26,7 +26,7 @@ fail on any rank, :class:`training.rewards.JudgeFailureError` stops the run.
 synthetic task both log, per step, the verifier's acceptance, the true correctness and the hacking rate
 (accepted but false) under ``prover/*``.
 
-Hack audit (``audit``, :class:`AuditConfig`; issue 39 item 3): every ``audit.every`` reward steps a sample of the
+Hack audit (``audit``, :class:`AuditConfig`): every ``audit.every`` reward steps a sample of the
 proofs the reward accepted is re-judged by an independent judge (``audit.judge``: ``exact``, the synthetic task's
 checker, or ``pool``, other verifier endpoints through the same runner and pool rule), and master-key completions
 (``audit.master_keys``: ``:``, ``Thought process:``, the problem restated, an empty answer), rendered for every

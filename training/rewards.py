@@ -30,7 +30,7 @@ ids (:class:`CompletionReader`), a completion that ends without EOS at
 ``max_completion_length`` is ``truncated`` here exactly as in VerifierBench, whatever its
 text holds, so it earns no reward from any component (counted and logged as
 ``completions/truncated_frac``; ``grpo.mask_truncated_completions`` also drops it from the
-loss, TRL's alternative). Training and evaluation read outputs identically (issue 23).
+loss, TRL's alternative). Training and evaluation read outputs identically.
 """
 
 from __future__ import annotations

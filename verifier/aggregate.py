@@ -6,7 +6,7 @@ An unparseable pass counts as a rejection by default (``unparseable="reject"``) 
 is left out (``"ignore"``); either way it is counted and reported. The accept
 fraction is the score for AUC. A rejection reports one first error step: the earliest
 step a rejecting pass names (``step_rule="earliest"``, the default) or the step most
-rejecting passes name (``"most_named"``, ties to the earliest of them; issue 23 item 4:
+rejecting passes name (``"most_named"``, ties to the earliest of them;
 with 8 passes one pass naming a wrong earlier step decides the earliest).
 """
 

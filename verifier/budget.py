@@ -1,4 +1,4 @@
-"""Token budgets that fit (issue 12.6): ``max_tokens`` plus the prompt must fit the model's ``max_model_len``.
+"""Token budgets that fit: ``max_tokens`` plus the prompt must fit the model's ``max_model_len``.
 
 vLLM rejects a request whose prompt tokens plus ``max_tokens`` exceed ``max_model_len`` (HTTP 400,
 our ``too_long`` status). When the *budget* is the problem — ``max_tokens`` alone, or with the

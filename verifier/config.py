@@ -398,7 +398,7 @@ def _retitle(args: list[str]) -> None:
 
 
 def keys_out_of_argv(schema: type, args: list[str], environ: Any = None) -> list[str]:
-    """Move endpoint API keys from command-line overrides to environment variables (issue 26.2).
+    """Move endpoint API keys from command-line overrides to environment variables.
 
     ``endpoint.api_key=KEY`` becomes ``endpoint.api_key_env=VERIFIER_ARGV_KEY_1`` with the key in
     ``$VERIFIER_ARGV_KEY_1``, and an inline ``verifiers=[{..., api_key: KEY}]`` becomes ``api_key_env:

@@ -1,4 +1,4 @@
-"""One writer per output: an exclusive, kernel-released lock on a resumable output (section 4.4, issue 26.1).
+"""One writer per output: an exclusive, kernel-released lock on a resumable output (section 4.4).
 
 Every command that appends to a resumable output takes ``lock_output(path)`` before it reads or
 changes anything there: the judging runner (``verifier.runner.judge``: its JSONL), ``JsonlAppender``

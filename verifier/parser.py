@@ -286,7 +286,7 @@ def finish_reason_of(completion_ids: Sequence[int], eos_token_ids: Sequence[int]
     ``"stop"`` when the ids hold an EOS token; ``"length"`` when they end without one at ``max_tokens``
     (or ``max_tokens`` is None), the case ``parse_completion`` makes ``truncated``; ``"stop"`` otherwise
     (a stop string ended it). TRL's GRPO hands the reward these ids (``completion_ids``), so training
-    reads a completion through ``parse_completion`` exactly as evaluation does (issue 23 item 2).
+    reads a completion through ``parse_completion`` exactly as evaluation does.
 
     >>> finish_reason_of([5, 9, 2], eos_token_ids=2), finish_reason_of([5, 9, 7], 2, max_tokens=3)
     ('stop', 'length')

@@ -1,4 +1,4 @@
-"""Judge pools: several verifier endpoints (of different models) decide together (issue 25 item 4).
+"""Judge pools: several verifier endpoints (of different models) decide together.
 
 A proof is accepted by the pool only when ``all`` members accept (default), or a strict ``majority``
 (more than half). Each member judges on its own with the one judging runner (``verifier.runner``:

@@ -340,7 +340,7 @@ async def _ajudge(records: Sequence[Any], engine: Engine, cfg: JudgeConfig, out:
     policy, sampling = cfg.aggregation(), cfg.sampling()
     fingerprint = engine_fingerprint(engine, cfg.model)
     todo = [it for it in items if it.id not in rows and it.id not in redo]
-    if todo:  # a budget that cannot fit max_model_len stops the run here, not as n x too_long (issue 12.6)
+    if todo:  # a budget that cannot fit max_model_len stops the run here, not as n x too_long
         check_budget(engine, sampling.max_tokens,
                      [GenerationRequest(as_messages(it.prompt), key=it.id, model=cfg.model) for it in todo],
                      what="judge.max_tokens")
