@@ -91,7 +91,7 @@ class LadderConfig:
     n_verifier_sft: int = 3600
     verifier_sft_steps: int = 300
     verifier_lr: float = 3e-3
-    style: str = "check"
+    style: str = "stepwise"  # re-checks every operation (a format that can name a wrong result; "check" cannot)
     max_completion_length: int = 112
     # candidates
     n_pool_problems: int = 150  # annotation pool
