@@ -11,7 +11,9 @@ maps a key that moved to its new name (or names): the old key on the command lin
 
 Each command is a Hydra app whose schema is a dataclass; ``hydra_main(name, Schema)``
 loads ``configs/<name>.yaml`` (which lists ``<name>_schema`` in its defaults),
-validates overrides against the schema and hands the function a dataclass instance.
+validates overrides against the schema and hands the function a dataclass instance. Its ``--help`` lists
+the config groups that command composes (``config_groups``), not every group of ``configs/``; every key is
+in ``docs/reference.md`` (``python -m launch.reference``).
 """
 
 from __future__ import annotations
@@ -112,6 +114,59 @@ def register(name: str, schema: type) -> None:
     ConfigStore.instance().store(name=f"{name}_schema", node=schema)
 
 
+# ``--help``: the config groups this command composes (Hydra's default help lists every group of configs/)
+HELP = "command"  # hydra/help=command, added to a command line with --help
+_HELP_TEMPLATE = """${hydra.help.app_name}: every key, its type, default and meaning in docs/reference.md
+
+== Config groups ==
+This command's groups, group=option: the option chosen (by default or on the command line), then every option
+
+${verifier_config_groups:}
+
+== Config ==
+Override anything in the config (foo.bar=value)
+
+$CONFIG
+
+Use --hydra-help to view Hydra specific help
+"""
+
+
+def config_groups(choices: Any, loader: Any) -> list[str]:
+    """One line per config group a composed config chose (``hydra.runtime.choices``, Hydra's own left out):
+    ``group: chosen (options: a, b)``; ``loader`` is Hydra's config loader, which lists a group's options."""
+    out = []
+    for g, c in sorted(choices.items()):
+        if c is None or g.startswith("hydra"):
+            continue
+        options = sorted(loader.get_group_options(g.partition("@")[0]))
+        chosen = c if c in options else f"{c} (optional: no such option, nothing read)"
+        out.append(f"{g}: {chosen} (options: {', '.join(options)})")
+    return out
+
+
+def _help_groups() -> str:
+    lines = config_groups(HydraConfig.get().runtime.choices, GlobalHydra.instance().config_loader())
+    return "\n".join(lines) or "(none: every key is set directly)"
+
+
+def _register_help() -> None:
+    OmegaConf.register_new_resolver("verifier_config_groups", _help_groups, replace=True)
+    ConfigStore.instance().store(group="hydra/help", name=HELP, node={
+        "app_name": "${hydra.job.name}", "header": "", "footer": "", "template": _HELP_TEMPLATE})
+
+
+def _with_help(args: list[str]) -> list[str]:
+    """``--help`` shows this command's config groups only (``hydra/help=command``), unless a help config is given.
+
+    >>> _with_help(["--help", "judge.n=4"]), _with_help(["judge.n=4"]), _with_help(["-h", "hydra/help=default"])
+    (['--help', 'judge.n=4', 'hydra/help=command'], ['judge.n=4'], ['-h', 'hydra/help=default'])
+    """
+    if not {"--help", "-h"} & set(args) or any(a.startswith("hydra/help=") for a in args):
+        return args
+    return [*args, f"hydra/help={HELP}"]
+
+
 def to_object(cfg: Any) -> Any:
     return OmegaConf.to_object(cfg)
 
@@ -138,6 +193,7 @@ def hydra_main(name: str, schema: type[T], config_dir: Path | None = None
     """
 
     register(name, schema)
+    _register_help()
 
     def deco(fn: Callable[[T], Any]) -> Callable[[], Any]:
         started = []
@@ -160,7 +216,7 @@ def hydra_main(name: str, schema: type[T], config_dir: Path | None = None
             argv = keys_out_of_argv(schema, given)
             if argv != given or redact(argv) != argv:
                 _retitle(argv)
-            sys.argv[1:] = argv
+            sys.argv[1:] = _with_help(argv)
             record = _StderrRecord(sys.stderr)  # Hydra's composition error, to name a renamed key's new name
             sys.stderr = record
             try:
