@@ -1,12 +1,19 @@
-"""One reference: ``--help`` shows the command's own config groups."""
+"""One reference: ``docs/reference.md`` is the generator's output (``launch.reference``); ``--help`` shows the
+command's own config groups."""
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
+
+from launch import reference
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -31,3 +38,50 @@ def test_help_lists_only_the_commands_own_config_groups():
     assert "docs/reference.md" in judge and "input: ???" in judge  # the composed config is still shown
     score = help_of("eval.score", "ci_level=0.9")  # no groups; overrides (a renamed key too) still apply
     assert groups_of(score) == ["(none: every key is set directly)"] and "level: 0.9" in score
+
+
+# ------------------------------------------------------------------------------ docs/reference.md
+
+
+@pytest.fixture(scope="module")
+def apps():
+    return reference.find_apps()
+
+
+def test_reference_page_is_the_generators_output():
+    """docs/reference.md cannot go stale: any changed key, type, default, comment or config value fails here."""
+    page = reference.PAGE.read_text(encoding="utf-8")
+    want = reference.page()
+    diff = "\n".join(difflib.unified_diff(page.splitlines(), want.splitlines(), "docs/reference.md", "generated",
+                                          lineterm="", n=0))
+    assert page == want, f"docs/reference.md is stale: python -m launch.reference --write\n{diff[:3000]}"
+
+
+def test_every_command_config_is_found(apps):
+    """Every configs/**/<name>.yaml built on a schema (``<name>_schema`` in its defaults) is a command of the page,
+    the GRPO and SFT recipes and the server (its own config folder) included."""
+    configs = {p.stem for p in (REPO / "configs").rglob("*.yaml")
+               if f"- {p.stem}_schema" in p.read_text(encoding="utf-8")}
+    assert {a.name for a in apps} == configs
+    by_name = {a.name: a for a in apps}
+    assert by_name["grpo"].command == "python training/grpo.py" and by_name["sft"].command == "python training/sft.py"
+    assert by_name["serve"].config_file == "configs/serving/serve.yaml"
+    assert by_name["judge"].command == "python -m eval.judge"
+
+
+def test_keys_types_defaults_and_comments():
+    @dataclass
+    class Inner:
+        a: int = 1  # the a
+        b: list[str] = field(default_factory=lambda: ["x"])
+
+    @dataclass
+    class Outer(Inner):
+        inner: Inner = field(default_factory=lambda: Inner(a=2))  # a group
+        c: str | None = None
+        d: float = field(  # spread over lines
+            default=0.5)
+
+    assert reference.keys(Outer) == [("a", "int", 1, "the a"), ("b", "list[str]", ["x"], ""),
+                                     ("inner.a", "int", 2, "the a"), ("inner.b", "list[str]", ["x"], ""),
+                                     ("c", "str | None", None, ""), ("d", "float", 0.5, "spread over lines")]
