@@ -200,10 +200,14 @@ def composed(app: App) -> tuple[dict[str, Any], list[str]]:
 # ------------------------------------------------------------------------------------------------ the page
 
 
-def renames(app: App) -> list[tuple[str, str]]:
-    """(old key, new key or keys) of the schema's ``RENAMED`` table (``verifier.config.renamed``)."""
-    table = getattr(app.schema, "RENAMED", {})
-    return [(old, " and ".join((new,) if isinstance(new, str) else new)) for old, new in table.items()]
+def renamed_lines(table: dict[str, str | tuple[str, ...]]) -> list[str]:
+    """A ``RENAMED`` table (``verifier.config.renamed``) as the page and CHANGELOG.md write it.
+
+    >>> renamed_lines({"ci_level": "bootstrap.level", "eval.seed": ("eval.judge.run_seed", "eval.bootstrap.seed")})
+    ['`ci_level` → `bootstrap.level`', '`eval.seed` → `eval.judge.run_seed` and `eval.bootstrap.seed`']
+    """
+    return [f"`{old}` → " + " and ".join(f"`{n}`" for n in ((new,) if isinstance(new, str) else new))
+            for old, new in table.items()]
 
 
 def anchor(app: App) -> str:
@@ -225,9 +229,9 @@ def section(app: App) -> list[str]:
         if key in flat and show(flat[key]) != show(default):
             line += f" (config: `{show(flat[key])}`)"
         out.append(line + (f" — {desc}" if desc else ""))
-    if renames(app):
+    if renamed := renamed_lines(getattr(app.schema, "RENAMED", {})):
         out += ["", "Renamed keys (the old key still works on the command line; CHANGELOG.md):"]
-        out += [f"- `{old}` → `{new}`" for old, new in renames(app)]
+        out += [f"- {line}" for line in renamed]
     return out + [""]
 
 

@@ -3,7 +3,9 @@ command's own config groups."""
 
 from __future__ import annotations
 
+import ast
 import difflib
+import importlib
 import os
 import re
 import subprocess
@@ -85,3 +87,31 @@ def test_keys_types_defaults_and_comments():
     assert reference.keys(Outer) == [("a", "int", 1, "the a"), ("b", "list[str]", ["x"], ""),
                                      ("inner.a", "int", 2, "the a"), ("inner.b", "list[str]", ["x"], ""),
                                      ("c", "str | None", None, ""), ("d", "float", 0.5, "spread over lines")]
+
+
+# ------------------------------------------------------------------------------ CHANGELOG.md
+
+
+def renamed_tables(apps) -> dict[str, dict]:
+    """Every ``RENAMED`` table: each command schema's, and each module-level ``*RENAMED`` of the code base."""
+    tables = {f"{a.command} ({a.schema.__name__}.RENAMED)": getattr(a.schema, "RENAMED") for a in apps
+              if getattr(a.schema, "RENAMED", None)}
+    for path in sorted(p for pkg in reference.PACKAGES for p in (REPO / pkg).rglob("*.py")):
+        module = ".".join(path.relative_to(REPO).with_suffix("").parts)
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+            for t in targets:
+                if isinstance(t, ast.Name) and re.fullmatch(r"(\w+_)?RENAMED", t.id):
+                    tables[f"{module}.{t.id}"] = getattr(importlib.import_module(module), t.id)
+    return tables
+
+
+def test_every_renamed_key_is_in_the_changelog(apps):
+    log = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    tables = renamed_tables(apps)
+    assert {"training.config.EVAL_RENAMED", "training.rewards.REWARD_RENAMED", "eval.tcs.RENAMED",
+            "eval.stats.BOOTSTRAP_RENAMED"} <= set(tables), sorted(tables)
+    missing = [f"{where}: {line}" for where, table in tables.items() for line in reference.renamed_lines(table)
+               if f"- {line}" not in log]
+    missing += [f"{a.command}: not named" for a in apps if getattr(a.schema, "RENAMED", None) and a.command not in log]
+    assert not missing, "renamed keys missing from CHANGELOG.md:\n" + "\n".join(missing)
