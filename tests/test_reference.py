@@ -1,5 +1,6 @@
-"""One reference: ``docs/reference.md`` is the generator's output (``launch.reference``); ``--help`` shows the
-command's own config groups."""
+"""One reference: ``docs/reference.md`` is the generator's output (``launch.reference``), ``CHANGELOG.md`` lists
+every renamed key, ``docs/troubleshooting.md`` has an entry per user error; ``--help`` shows the command's own
+config groups."""
 
 from __future__ import annotations
 
@@ -115,3 +116,33 @@ def test_every_renamed_key_is_in_the_changelog(apps):
                if f"- {line}" not in log]
     missing += [f"{a.command}: not named" for a in apps if getattr(a.schema, "RENAMED", None) and a.command not in log]
     assert not missing, "renamed keys missing from CHANGELOG.md:\n" + "\n".join(missing)
+
+
+# ------------------------------------------------------------------------------ docs/troubleshooting.md
+
+
+def user_error_classes() -> dict[str, str]:
+    """Every class of the code base that derives from ``verifier.errors.UserError`` (by its bases' names, read with
+    ``ast``, so nothing is imported), with the module that defines it; ``UserError`` itself included."""
+    defs = [(node.name, [b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "") for b in node.bases],
+             ".".join(p.relative_to(REPO).with_suffix("").parts))
+            for pkg in (*reference.PACKAGES, "bench") for p in sorted((REPO / pkg).rglob("*.py"))
+            for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))) if isinstance(node, ast.ClassDef)]
+    found = {"UserError": "verifier.errors"}
+    while new := {name: mod for name, bases, mod in defs if name not in found and set(bases) & set(found)}:
+        found.update(new)
+    return found
+
+
+def test_every_user_error_has_a_troubleshooting_entry():
+    page = (REPO / "docs" / "troubleshooting.md").read_text(encoding="utf-8")
+    entries = dict(re.findall(r"^## `(\w+)`\n\n(.*?)(?=^## |\Z)", page, re.M | re.S))
+    classes = user_error_classes()
+    assert {"InputError", "RecordError", "DatasetError", "OutputLocked", "BudgetError", "CardError", "ToyScaleError",
+            "PreflightError", "LadderConfigError", "JudgeFailureError", "RewardHackingError"} <= set(classes)
+    missing = sorted(f"{mod}.{name}" for name, mod in classes.items() if name not in entries)
+    assert not missing, f"user errors without an entry (## `Name`) in docs/troubleshooting.md: {missing}"
+    for name, text in entries.items():  # what it means (its home first), a typical message, how to fix it
+        assert name in classes, f"an entry for {name}, which is no UserError of the code"
+        assert text.startswith(f"`{classes[name]}.{name}`") and "Fix:" in text, name
+        assert name == "UserError" or "Message" in text, name

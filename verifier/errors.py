@@ -13,7 +13,7 @@ value) are treated the same way.
 ``run_command(prog, fn)`` is the one place that turns them into a message: every Hydra app goes through
 it (``verifier.config.hydra_main``). It prints ``<prog>: error: <message>`` on stderr and exits with
 ``EXIT_USER_ERROR``; with ``HYDRA_FULL_ERROR=1`` the traceback is printed too. Any other exception
-is a bug and keeps its traceback.
+is a bug and keeps its traceback. Each class has an entry in ``docs/troubleshooting.md`` (meaning, message, fix).
 """
 
 from __future__ import annotations
