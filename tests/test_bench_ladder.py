@@ -54,7 +54,7 @@ def test_killed_half_way_resumes_to_the_same_data(tmp_path):
     assert "provers: resumed" in r.stdout and "verifier: resumed" in r.stdout
     assert "candidates: done" in r.stdout and "selection: done" in r.stdout
     assert (out / "provers" / "sft" / "final" / "model.safetensors").stat().st_mtime_ns == weights  # not retrained
-    ids = [json.loads(x)["id"] for x in (out / "candidates" / "pool" / "candidates.jsonl").read_text().splitlines()]
+    ids = [json.loads(x)["id"] for x in (out / "candidates" / "candidates.jsonl").read_text().splitlines()]
     assert ids and len(ids) == len(set(ids))  # each version once, whatever the kill cut
     # a second run changes nothing: every stage is resumed
     r2 = _bench(f"out={out}", *TINY, timeout=300, env=env)
