@@ -83,7 +83,7 @@ class LadderConfig:
     n_prover_sft: int = 2000
     prover_sft_steps: int = 1200
     prover_save_every: int = 300
-    prover_ckpts: str = "600,1200"
+    prover_ckpts: str = "900,1200"
     prover_lr: float = 3e-3
     sft_batch: int = 16
     temperatures: str = "0.5,1.0"  # every checkpoint at each temperature: several generators
