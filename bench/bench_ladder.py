@@ -100,7 +100,7 @@ class LadderConfig:
     rounds: int = 1
     prover_max_tokens: int = 64
     # selection and annotation
-    budget: int = 120  # proofs the expert annotates (uncertainty and random queues alike)
+    budget: int = 200  # proofs the expert annotates (uncertainty and random queues alike; the pool diagnosis)
     per_problem_cap: int = 2
     select_passes: int = 8
     repair_check: str = "exact"  # exact | verifiers (the warm-start verifier, 8 pessimistic passes)
