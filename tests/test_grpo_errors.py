@@ -49,7 +49,7 @@ def other_model_url():
             self.wfile.write(body)
 
         def log_message(self, *args):
-            pass
+            """Keep the test's stderr free of the server's request log (the assertions read stderr)."""
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Models)
     threading.Thread(target=server.serve_forever, daemon=True).start()
