@@ -56,7 +56,7 @@ os.environ.setdefault("WANDB_SILENT", "true")
 from data_pipeline import synthetic_recipes as recipes
 from verifier.errors import UserError
 
-STAGES = ("provers", "verifier", "candidates", "selection", "augment", "held_out", "grpo_data", "rows", "report")
+STAGES = ("provers", "verifier", "candidates", "selection", "repairer", "augment", "held_out", "grpo_data", "rows", "report")
 ROWS = ("rough_rl", "meta_ver_rl", "extra_ann", "pos_aug", "extra_ann_random")
 # row -> (data root, variant, reward components)
 ROW_DATA = {"rough_rl": ("data", "base", {"rough": 1.0, "meta": 0.0}), "meta_ver_rl": ("data", "base", {"meta": 1.0}),
@@ -105,6 +105,11 @@ class LadderConfig:
     select_passes: int = 8
     repair_check: str = "exact"  # exact | verifiers (the warm-start verifier, 8 pessimistic passes)
     repair_attempts: int = 2
+    # the repairer (section 4.2's strong model): the strongest generator further SFT'd on the revision and repair
+    # prompts of the provers' SFT problems only, for this many steps (0: the strongest generator as is). The pool
+    # diagnosis found 0 of 344 repairs by the generator itself passing the check: it does not read the problem out
+    # of the long repair prompt (reports/table3_prover_proofs.md, "Budgets").
+    repairer_sft_steps: int = 300
     # GRPO rows (the same budget for every row)
     n_grpo: int = 256  # base: planted-error records on fresh problems
     grpo_steps: int = 32
@@ -345,12 +350,30 @@ class Bench:
                 "uncertainty": self.annotate_queue(d / "uncertainty", d / "uncertainty" / "annotation_queue.jsonl"),
                 "random": self.annotate_queue(d / "random", d / "random" / "annotation_queue.jsonl")}
 
-    def augment(self, d: Path, provers: dict[str, str], verifier: str, sel_dir: Path) -> dict[str, Any]:
+    def repairer(self, d: Path, provers: dict[str, str]) -> dict[str, Any]:
+        """The strongest generator, SFT'd further on revision and repair prompts (the provers' SFT problems)."""
+        from datasets import Dataset
+
+        from training.config import ModelConfig
+        from training.sft import SFTRunConfig, sft_train
+
+        cfg = self.cfg
+        name = list(provers)[-1]
+        if cfg.repairer_sft_steps == 0:
+            return {"model": provers[name], "from": name, "steps": 0}
+        rows = recipes.prover_sft_rows(self.problems()["sft"], cfg.seed + 2, repair_fraction=1.0)
+        sft_train(SFTRunConfig(
+            output_dir=str(d / "sft"), model=ModelConfig(name_or_path=provers[name]),
+            max_steps=cfg.repairer_sft_steps, per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.prover_lr,
+            warmup_steps=5, max_length=512, logging_steps=25, seed=cfg.seed, gradient_accumulation_steps=1,
+            bf16=False, save_steps=10_000, lr_scheduler_type="constant"), [], dataset=Dataset.from_list(rows))
+        return {"model": str(d / "sft" / "final"), "from": name, "steps": cfg.repairer_sft_steps, "rows": len(rows)}
+
+    def augment(self, d: Path, repairer: str, verifier: str, sel_dir: Path) -> dict[str, Any]:
         from data_pipeline.augment import AugmentConfig, run
 
         cfg = self.cfg
-        name = list(provers)[-1]  # the strongest prover repairs
-        gen = self.serve(name, provers[name])
+        gen = self.serve("repairer", repairer)
         verifiers = [self.serve("verifier", verifier)] if cfg.repair_check == "verifiers" else []
         return run(AugmentConfig(input=str(sel_dir / "uncertainty" / "ingested"), out=str(d), generator=gen,
                                  verifiers=verifiers, check=cfg.repair_check, attempts=cfg.repair_attempts,
@@ -488,17 +511,20 @@ def main(argv: list[str] | None = None) -> None:
         sel_keys = (*cand_keys, "budget", "per_problem_cap", "select_passes")
         sel = b.stage("selection", keys(*sel_keys), lambda d: b.selection(d, v["verifier"], b.out / "candidates"))
         b.log(f"selection: the warm-start verifier on pool proofs {sel.get('warm_start_on_pool')}")
+        if until < STAGES.index("repairer"):
+            return
+        rep = b.stage("repairer", keys(*cand_keys, "repairer_sft_steps"), lambda d: b.repairer(d, gens))
         if until < STAGES.index("augment"):
             return
-        aug = b.stage("augment", keys(*sel_keys, "repair_check", "repair_attempts"),
-                      lambda d: b.augment(d, gens, v["verifier"], b.out / "selection"))
+        aug = b.stage("augment", keys(*sel_keys, "repair_check", "repair_attempts", "repairer_sft_steps"),
+                      lambda d: b.augment(d, rep["model"], v["verifier"], b.out / "selection"))
         b.log(f"augment: {aug.get('positives_total')} positives, {aug.get('rejected_total')} rejected repairs")
         if until < STAGES.index("held_out"):
             return
         held = b.stage("held_out", keys(*cand_keys), lambda d: b.candidates(d, "held", gens, v["verifier"]))
         if until < STAGES.index("grpo_data"):
             return
-        b.stage("grpo_data", keys(*sel_keys, "repair_check", "repair_attempts", "n_grpo"),
+        b.stage("grpo_data", keys(*sel_keys, "repair_check", "repair_attempts", "repairer_sft_steps", "n_grpo"),
                 lambda d: b.grpo_data(d, b.out / "held_out", b.out / "selection", b.out / "augment",
                                       b.out / "verifier"))
     finally:
