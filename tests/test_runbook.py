@@ -56,10 +56,10 @@ FRONT_NODES = ("http://GEN_A_NODE:8000/v1", "http://GEN_B_NODE:8000/v1", "http:/
 PROOF_REGEX = (r"Step 0: [1-9] [+-] [1-9] = [0-9]\nStep 1: [0-9] [+-] [1-9] = [0-9]\n"
                r"Step 2: So the answer is [0-9]\.")
 FRONT_SIZES = {  # module -> tiny sizes (replacing the runbook's)
-    "data_pipeline.candidates": {"k": "1", "max_tokens": "40", "critique.n": "2", "critique.max_tokens": "64"},
+    "data_pipeline.candidates": {"k": "1", "max_tokens": "64", "critique.n": "2", "critique.max_tokens": "64"},
     "data_pipeline.selection": {"judge.n": "4", "judge.max_tokens": "64", "budget": "8"},
     "data_pipeline.simulated_expert": {"budget": "8"},
-    "data_pipeline.augment": {"attempts": "1", "max_tokens": "40", "verify.n": "2", "verify.max_tokens": "64"},
+    "data_pipeline.augment": {"attempts": "1", "max_tokens": "64", "verify.n": "2", "verify.max_tokens": "64"},
 }
 GPU_SERVE_KEYS = ("kv_cache_memory_bytes=", "enforce_eager=", "enable_chunked_prefill=", "tensor_parallel_size=",
                   "data_parallel_size=", "gpu_memory_utilization=", "max_model_len=", "extra_args=", "host=")
@@ -232,6 +232,7 @@ def test_runbook_front_at_tiny_scale(tmp_path, tiny_model, vllm_server):
 
 def check_front_outputs(tmp_path: Path) -> None:
     """What the front must leave: each stage read the previous one's output; the extra round and the positives."""
+    from verifier.formats import load_any
     from verifier.io import load_trajectories, read_jsonl
 
     data = tmp_path / "data"
@@ -247,7 +248,7 @@ def check_front_outputs(tmp_path: Path) -> None:
     assert [x["data"]["trajectory_id"] for x in tasks] == [q["id"] for q in queue]
     export = json.loads((data / "front" / "ls" / "export.json").read_text())
     assert len(export) == len(queue)
-    extra = load_trajectories(data / "ingested" / "extra").records
+    extra = load_any(data / "ingested" / "extra").records
     assert {t.id for t in extra} <= {q["id"] for q in queue} and extra
     assert all(t.meta["label_studio"]["simulated_by"] for t in extra)
     pos = read_jsonl(data / "augment" / "positives.jsonl")
@@ -320,9 +321,10 @@ def check_outputs(tmp_path: Path) -> None:
     sizes = [metrics[n]["run"]["n_train"] for n in ("meta_ver_rl", "extra_ann", "pos_aug")]
     assert sizes[0] < sizes[1] < sizes[2], sizes
     # the extra round and the positives are what the front wrote (steps 5 and 7), not fixtures
-    from verifier.io import load_trajectories, read_jsonl
+    from verifier.formats import load_any
+    from verifier.io import read_jsonl
 
-    front = {t.id for t in load_trajectories(tmp_path / "data" / "ingested" / "extra").records}
+    front = {t.id for t in load_any(tmp_path / "data" / "ingested" / "extra").records}
     front |= {r["id"] for r in read_jsonl(tmp_path / "data" / "augment" / "positives.jsonl")}
     pos_aug = {r["id"] for r in read_jsonl(data / "pos_aug" / "trajectories.jsonl")}
     base = {r["id"] for r in read_jsonl(data / "base" / "trajectories.jsonl")}
