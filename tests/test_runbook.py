@@ -161,8 +161,7 @@ def _tiny(cmd: str, tmp: Path, tiny_model: Path, meta_url: str, meta_port: int,
         env[k] = v
     if words[:2] == ["python", "-m"]:
         words[0] = PY
-    if words[1:2] == ["-m"] and words[2] in FRONT_SIZES or words[2:3] in (["data_pipeline.curate"],
-                                                                         ["data_pipeline.annotate"]):
+    if words[1:2] == ["-m"] and words[2] in (*FRONT_SIZES, "data_pipeline.curate", "data_pipeline.annotate"):
         assert front is not None, cmd
         env["VERIFIER_API_KEY"] = front["api_key"]
         return env, _tiny_front(words, front)
