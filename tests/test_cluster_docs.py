@@ -308,6 +308,51 @@ def check_grpo_sweep(overrides: list[str]):
     return cfgs
 
 
+FRONT = ("data_pipeline.curate", "data_pipeline.candidates", "data_pipeline.selection", "data_pipeline.annotate",
+         "data_pipeline.simulated_expert", "data_pipeline.augment")
+
+
+def check_front(module: str, overrides: list[str], cmd: str) -> str:
+    """The front of the pipeline (runbook steps 2-7): each command composes with real-model budgets."""
+    from data_pipeline.annotate import AnnotateConfig
+    from data_pipeline.augment import AugmentConfig
+    from data_pipeline.candidates import CandidatesConfig
+    from data_pipeline.curate import CurateConfig
+    from data_pipeline.selection import SelectConfig
+    from data_pipeline.simulated_expert import SimulatedExpertConfig
+
+    if module == "data_pipeline.annotate":  # the first word is the action (data_pipeline.annotate.main)
+        assert overrides and overrides[0] in ("export", "import"), cmd
+        overrides = [f"action={overrides[0]}", *overrides[1:]]
+    name, schema = {"data_pipeline.curate": ("curate", CurateConfig),
+                    "data_pipeline.candidates": ("candidates", CandidatesConfig),
+                    "data_pipeline.selection": ("select", SelectConfig),
+                    "data_pipeline.annotate": ("annotate", AnnotateConfig),
+                    "data_pipeline.simulated_expert": ("simulated_expert", SimulatedExpertConfig),
+                    "data_pipeline.augment": ("augment", AugmentConfig)}[module]
+    c = _compose(name, schema, overrides)
+    assert c.out, cmd
+    if name == "curate":
+        assert c.input and c.rules, cmd
+    if name == "candidates":  # several generators, iterative revision criticised by a verifier
+        assert c.problems and len(c.generators) >= 2 and len({g.model for g in c.generators}) == len(c.generators), cmd
+        assert not c.temperatures or len(c.temperatures) == len(c.generators), cmd
+        assert c.rounds >= 1 and c.critic == "verifier" and c.critique.n >= 1 and c.verifier.model, cmd
+        assert c.max_tokens >= 1024 and (c.critique.max_tokens or 0) >= 1024, cmd
+    if name == "select":  # every pass (the entropy needs them all), a budget
+        assert c.trajectories and not c.judgments and c.judge.n >= 2 and not c.judge.early_stop, cmd
+        assert c.budget and c.judge.max_tokens >= 1024, cmd
+    if name == "annotate":
+        assert c.action == "export" and c.queue, cmd
+    if name == "simulated_expert":
+        assert c.tasks and c.budget >= 1, cmd
+    if name == "augment":  # the pessimistic check by a verifier pool (exact: the synthetic task only)
+        assert c.input and c.check == "verifiers" and len(c.verifiers) >= 1, cmd
+        assert c.verify.policy == "pessimistic" and c.verify.n >= 2 and c.verify.max_tokens >= 1024, cmd
+        assert c.max_tokens >= 1024, cmd
+    return "front"
+
+
 def check_command(cmd: str, tmp: Path) -> str:
     """Compose one written command; returns what it was checked as."""
     words = shlex.split(cmd)
@@ -381,6 +426,8 @@ def check_command(cmd: str, tmp: Path) -> str:
         if name == "grpo_data":  # the layout data.root reads: ROOT/<variant>, held-out beside it
             assert Path(c.out).name == c.variant and c.held_out == f"{Path(c.out).parent}/held_out.jsonl", cmd
         return "data"
+    if words[:2] == ["python", "-m"] and words[2] in FRONT:
+        return check_front(words[2], words[3:], cmd)
     if words[:3] == ["python", "-m", "eval.verifierbench"]:
         from eval.verifierbench import VerifierBenchConfig
         from verifier.serve import RUN_SERVED_NAME
@@ -411,7 +458,8 @@ def test_the_written_commands_cover_every_kind(tmp_path):
     for i, (_, c) in enumerate(ALL_COMMANDS):
         (tmp_path / str(i)).mkdir()
         kinds.add(check_command(c, tmp_path / str(i)))
-    assert {"grpo", "sft", "serve", "sweep", "sweep.sh", "sbatch grpo", "sbatch meta", "report", "install", "proverbench"} <= kinds
+    assert {"grpo", "sft", "serve", "sweep", "sweep.sh", "sbatch grpo", "sbatch meta", "report", "install", "proverbench",
+            "front"} <= kinds
     assert any(w.startswith("launch/slurm/grpo.sbatch") for w, _ in ALL_COMMANDS)
     assert any(w.startswith("launch/slurm/sweep.sh") for w, _ in ALL_COMMANDS)
 
