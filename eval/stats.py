@@ -296,12 +296,6 @@ def mean_delta_ci(after: Any, before: Any | None, clusters: Sequence[Hashable],
     return paired_bootstrap(arms, clusters, mean_statistic, spec, paired_seeds)
 
 
-def paired_delta_ci(before: Sequence[float], after: Sequence[float], n: int = 1000, seed: int = 0,
-                    level: float = 0.95) -> tuple[float, float | None, float | None]:
-    """Mean of ``after - before`` over paired records, every record its own cluster (``mean_delta_ci``)."""
-    return mean_delta_ci(after, before, list(range(len(after))), BootstrapSpec(n=n, seed=seed, level=level))
-
-
 def safe_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     """num / den with NaN where den == 0 (vectorised).
 
