@@ -101,9 +101,7 @@ def bootstrap_sums(values: np.ndarray, clusters: Sequence[Hashable],
     sums = cluster_sums(values, clusters)
     if len(sums) == 0 or spec.n <= 0:
         return None
-    rng = np.random.default_rng(spec.seed)
-    draws = rng.integers(0, len(sums), size=(spec.n, len(sums)))
-    return sums[draws].sum(axis=1)
+    return _resample([sums[None]], spec)[0]  # the one engine, one arm of one seed (clusters in first-seen order)
 
 
 def percentile_ci(stats: np.ndarray, level: float = 0.95) -> tuple[float | None, float | None]:
@@ -182,6 +180,20 @@ def _as_arm(values: Any, i: int) -> np.ndarray:
     return a
 
 
+def _resample(per_problem: list[np.ndarray], spec: BootstrapSpec, paired_seeds: bool = False) -> list[np.ndarray]:
+    """The resampling of ``paired_bootstrap`` (and ``bootstrap_sums``): arms [S, C, K] of per-problem sums ->
+    each arm's sums [spec.n, K] over the drawn problems (shared by the arms) and the drawn seeds of each arm."""
+    rng = np.random.default_rng(spec.seed)
+    n_clusters = per_problem[0].shape[1]
+    P = rng.integers(0, n_clusters, size=(spec.n, n_clusters))
+    if len(per_problem) == 1 and per_problem[0].shape[0] == 1:  # one arm, one seed: the problems alone
+        return [per_problem[0][0][P].sum(axis=1)]
+    seeds = [rng.integers(0, per_problem[0].shape[0], size=(spec.n, per_problem[0].shape[0]))]
+    for p in per_problem[1:]:
+        seeds.append(seeds[0] if paired_seeds else rng.integers(0, p.shape[0], size=(spec.n, p.shape[0])))
+    return [p[s[:, :, None], P[:, None, :]].sum((1, 2)) for p, s in zip(per_problem, seeds)]
+
+
 def paired_bootstrap(
     arms: Sequence[Any],
     clusters: Sequence[Hashable],
@@ -253,15 +265,7 @@ def paired_bootstrap(
         return np.asarray(vals[0], float) - np.asarray(vals[1], float)
 
     point = contrast([p.sum((0, 1)) for p in per_problem])
-    if spec.n > 0:
-        rng = np.random.default_rng(spec.seed)
-        P = rng.integers(0, n_clusters, size=(spec.n, n_clusters))
-        seeds = [rng.integers(0, per_problem[0].shape[0], size=(spec.n, per_problem[0].shape[0]))]
-        for p in per_problem[1:]:
-            seeds.append(seeds[0] if paired_seeds else rng.integers(0, p.shape[0], size=(spec.n, p.shape[0])))
-        boot = contrast([p[s[:, :, None], P[:, None, :]].sum((1, 2)) for p, s in zip(per_problem, seeds)])
-    else:
-        boot = None
+    boot = contrast(_resample(per_problem, spec, paired_seeds)) if spec.n > 0 else None
 
     def triple(pt: Any, bs: Any) -> tuple[float, float | None, float | None]:
         lo, hi = (None, None) if bs is None else percentile_ci(np.asarray(bs, float), spec.level)

@@ -125,3 +125,19 @@ def test_paired_deltas_use_the_same_problems_for_both_arms():
 def test_degenerate_inputs_give_one_clear_error(arms, clusters, paired, match):
     with pytest.raises(BootstrapInputError, match=match):
         paired_bootstrap(arms, clusters, lambda s: s[..., 0], BootstrapSpec(n=10), paired_seeds=paired)
+
+
+def test_eval_reports_intervals_are_the_one_bootstrap():
+    """eval.metrics.metric_table (every eval report's CIs) resamples through the same engine: one arm of one seed
+    gives the interval of ``paired_bootstrap`` (clusters here already in sorted order, the order both then use)."""
+    from eval.metrics import metric_statistic, metric_table
+
+    rng = np.random.default_rng(5)
+    rows = rng.integers(0, 2, size=(200, len(COLUMNS))).astype(float)
+    clusters = sorted(f"q{i:02d}" for i in rng.integers(0, 40, 200))
+    spec = BootstrapSpec(n=400, seed=3)
+    table = metric_table(rows, clusters, ["rough.tpr", "meta.balanced_f1"], spec)
+    one = paired_bootstrap([rows], clusters, metric_statistic(["rough.tpr", "meta.balanced_f1"]), spec)
+    for k in ("rough.tpr", "meta.balanced_f1"):
+        assert table[k]["ci"] == pytest.approx(list(one[k][1:]), abs=1e-12), k
+        assert table[k]["value"] == pytest.approx(one[k][0], abs=1e-12), k
