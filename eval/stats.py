@@ -9,8 +9,12 @@ The fast path works on per-record count vectors: every headline metric of this p
 (TPR, TNR, Balanced F1, accuracies, acceptance rates) is a function of column sums, so
 one bootstrap is one fancy-indexing sum over ``B x C`` cluster draws.
 
-``cluster_bootstrap`` is the vectorised engine; ``bootstrap_ci`` wraps it for any
-statistic of rows (slower, for statistics that are not functions of sums).
+``paired_bootstrap`` is the project's one bootstrap (issue 40 item 1): paired (two arms on the same records
+draw the same problems), clustered by problem, with an optional seed level (each arm's training seeds resampled
+with the problems, or seed pairs kept together). Every bench (``eval.metrics.metric_deltas`` / ``ratio_delta``,
+``mean_delta_ci``), the demo's ladder and the eval reports (``bootstrap_sums`` / ``cluster_bootstrap``: one arm of
+one seed) resample through its engine (``_resample``). ``two_level_bootstrap_ci`` is the items x replicates
+design of ProofJudge (replicates resampled within each item).
 """
 
 from __future__ import annotations
@@ -117,39 +121,6 @@ def percentile_ci(stats: np.ndarray, level: float = 0.95) -> tuple[float | None,
     a = (1 - level) / 2
     lo, hi = np.quantile(stats, [a, 1 - a])
     return float(round(lo, 12)), float(round(hi, 12))
-
-
-def bootstrap_ci(
-    rows: Sequence[Any],
-    clusters: Sequence[Hashable],
-    statistic: Callable[[list[Any]], float | None],
-    spec: BootstrapSpec = DEFAULT_BOOTSTRAP,
-) -> tuple[float | None, float | None]:
-    """Percentile CI for any statistic of a list of rows (pure Python; for non-additive statistics).
-
-    >>> rows = [1, 1, 1, 0, 1, 1, 0, 1]
-    >>> lo, hi = bootstrap_ci(rows, list(range(8)), lambda r: sum(r) / len(r), BootstrapSpec(n=300))
-    >>> lo <= 0.75 <= hi
-    True
-    """
-    groups: dict[Hashable, list[Any]] = {}
-    for r, c in zip(rows, clusters, strict=True):
-        groups.setdefault(c, []).append(r)
-    keys = list(groups)
-    if not keys or spec.n <= 0:
-        return None, None
-    rng = np.random.default_rng(spec.seed)
-    out = []
-    for draw in rng.integers(0, len(keys), size=(spec.n, len(keys))):
-        sample = [r for i in draw for r in groups[keys[i]]]
-        v = statistic(sample)
-        if v is not None and np.isfinite(v):
-            out.append(v)
-    if not out:
-        return None, None
-    a = (1 - spec.level) / 2
-    lo, hi = np.quantile(out, [a, 1 - a])
-    return float(lo), float(hi)
 
 
 class BootstrapInputError(InputError):
