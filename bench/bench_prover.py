@@ -290,16 +290,18 @@ def _arms(cfg: BenchConfig, out: Path, prover_sft: Path, ep, grpo_problems, held
 
 def _paired(before: dict[str, Any], after: dict[str, Any], cfg: BenchConfig) -> dict[str, Any]:
     """after - before on the same held-out proofs (problem, sample): accepted, true, hacked, each with a paired
-    bootstrap CI over the proofs (``eval.stats.paired_delta_ci``)."""
-    from eval.stats import paired_delta_ci
+    bootstrap CI clustered by problem (a problem's samples resampled together; ``eval.stats.mean_delta_ci``)."""
+    from eval.stats import BootstrapSpec, mean_delta_ci
 
     keys = sorted(set(before["per_proof"]) & set(after["per_proof"]))
     if not keys:
         return {"n": 0}
-    out: dict[str, Any] = {"n": len(keys)}
+    problems = [k.rsplit("/", 1)[0] for k in keys]  # per_proof keys are "problem/sample"
+    out: dict[str, Any] = {"n": len(keys), "problems": len(set(problems))}
+    spec = BootstrapSpec(n=max(cfg.bootstrap_n, 1000), seed=cfg.seed)
     for name, f in (("accept", lambda v: v[1]), ("true_acc", lambda v: v[0]), ("hacking_rate", lambda v: v[1] * (1 - v[0]))):
-        d, lo, hi = paired_delta_ci([f(before["per_proof"][k]) for k in keys], [f(after["per_proof"][k]) for k in keys],
-                                    n=max(cfg.bootstrap_n, 1000), seed=cfg.seed)
+        d, lo, hi = mean_delta_ci([f(after["per_proof"][k]) for k in keys], [f(before["per_proof"][k]) for k in keys],
+                                  problems, spec)
         out[name] = {"delta": d, "ci": [lo, hi]}
     return out
 
@@ -347,7 +349,7 @@ def _markdown(report: dict[str, Any], cfg: BenchConfig) -> str:
         lines.append(f"| {name} | {_f(r['accept'])} | {_f(r['true_acc'])} | {_f(r['hacking_rate'])} | "
                      f"{_f(r['accept_refined'])} | {_f(r['true_acc_refined'])} | {_f(r['refine_gain'])} | "
                      f"{_f(r['refine_true_gain'])} |")
-    lines += ["", "Change against the SFT prover on the same held-out proofs (points, paired bootstrap 95% CI over proofs):",
+    lines += ["", "Change against the SFT prover on the same held-out proofs (points, paired bootstrap 95% CI clustered by problem):",
               "", "| arm | accepted | true | hacking |", "|---|---:|---:|---:|"]
     for arm, v in report.get("vs_before", {}).items():
         if v.get("n"):
