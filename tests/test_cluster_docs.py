@@ -272,6 +272,40 @@ def test_grpo_sbatch_on_four_nodes_uses_every_gpu(tmp_path):
     assert "--reasoning-parser,qwen3" in " ".join(serve)  # the thinking meta-verifier's parser
 
 
+def _reasoning_parser(serve: list[str]) -> str | None:
+    """The ``--reasoning-parser`` a ``verifier.serve`` word list passes to vLLM (``extra_args=[...]``), or None."""
+    for w in serve:
+        m = re.fullmatch(r"extra_args=\[(.*)\]", w)
+        if m:
+            args = [a.strip() for a in m.group(1).split(",")]
+            if "--reasoning-parser" in args:
+                return args[args.index("--reasoning-parser") + 1]
+    return None
+
+
+def test_meta_verifier_sbatch_and_runbook_serve_with_the_same_reasoning_parser(tmp_path):
+    """Issue 42 item 5: the standalone meta-verifier (meta_verifier.sbatch, its DRY_RUN step), the runbook's
+    meta-verifier step (docs/cluster.md step 5 and every Qwen3 meta-verifier command written there) and
+    grpo.sbatch's meta-verifier all serve the thinking Qwen3 judge with ``--reasoning-parser qwen3``."""
+    (tmp_path / "meta").mkdir()
+    (step,) = dry_run(SLURM / "meta_verifier.sbatch", [], ["Qwen/Qwen3-30B-A3B", "8001"], tmp_path / "meta")
+    (tmp_path / "grpo").mkdir()
+    grpo = dry_run(SLURM / "grpo.sbatch", ["--nodes=4"], ["experiment=meta_ver_rl", "model=qwen3_8b",
+                                                           "data.root=/data/grpo", "output_dir=/x"], tmp_path / "grpo")
+    grpo_serve = next(s for s in grpo if "verifier.serve" in s)
+    docs = [shlex.split(c) for c in doc_commands() if c.startswith("python -m verifier.serve")
+            and "served_model_name=meta-verifier" in c and "model=Qwen/Qwen3" in c]
+    runbook = re.search(r"\*\*5\. The meta-verifier server\*\*.*?```bash\n(.*?)```", DOCS.read_text(), re.S)
+    assert runbook and docs, "no meta-verifier step in docs/cluster.md"
+    docs.append(shlex.split(_join(runbook.group(1).splitlines())[0]))
+    assert _reasoning_parser(grpo_serve) == "qwen3"
+    assert _reasoning_parser(step) == _reasoning_parser(grpo_serve), step
+    for cmd in docs:
+        assert _reasoning_parser(cmd) == _reasoning_parser(step), cmd
+    # the same model the runbook serves is the script's default
+    assert "model=Qwen/Qwen3-30B-A3B" in step and "model=Qwen/Qwen3-30B-A3B" in docs[-1]
+
+
 def check_sweep(args: list[str], tmp: Path, env_extra: dict | None = None):
     """Run launch/slurm/sweep.sh with a PYTHON that prints its arguments; check every job of the sweep."""
     import os
