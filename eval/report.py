@@ -34,14 +34,28 @@ from verifier.results import (
 # --------------------------------------------------------------------------- ablation sweeps
 
 
+# Table 3's rows in the paper's order (section 5.4): a sweep directory is reported in this order
+LADDER_ROWS = ("base", "rough_rl", "meta_ver_rl", "extra_ann", "pos_aug", "pess_ver")
+
+
+def ladder_order(name: str) -> tuple[int, str]:
+    """Sort key of a run directory name: the ladder's rows in Table 3's order, then any other name by name.
+
+    >>> sorted(["zeta", "pess_ver", "base", "alpha", "rough_rl"], key=ladder_order)
+    ['base', 'rough_rl', 'pess_ver', 'alpha', 'zeta']
+    """
+    return (LADDER_ROWS.index(name), "") if name in LADDER_ROWS else (len(LADDER_ROWS), name)
+
+
 def find_runs(paths: Sequence[str | os.PathLike]) -> list[Path]:
-    """Run directories: each path that holds metrics.json, or its subdirectories that do (sorted)."""
+    """Run directories: each path that holds metrics.json, or its subdirectories that do (the ladder's rows in
+    Table 3's order, ``LADDER_ROWS``, then any other subdirectory by name); explicit paths keep their order."""
     runs: list[Path] = []
     for p in map(Path, paths):
         if (p / "metrics.json").exists():
             runs.append(p)
         elif p.is_dir():
-            subs = sorted(d for d in p.iterdir() if (d / "metrics.json").exists())
+            subs = sorted((d for d in p.iterdir() if (d / "metrics.json").exists()), key=lambda d: ladder_order(d.name))
             if not subs:
                 raise FileNotFoundError(f"{p}: no metrics.json in it or in its subdirectories")
             runs += subs
