@@ -23,6 +23,8 @@ from verifier.results import (
     HEADLINE,
     WandbConfig,
     init_run,
+    ladder_group,
+    ladder_wandb,
     log_images,
     log_table,
     metric_value,
@@ -138,7 +140,7 @@ class ReportConfig:
     base: str | None = None  # label of the base row (default: first run)
     labels: list[str] | None = None  # row labels (default: run directory names)
     title: str = "Ablation on the held-out verification set"
-    wandb: WandbConfig = field(default_factory=lambda: WandbConfig(enabled=False))
+    wandb: WandbConfig = field(default_factory=ladder_wandb)  # the ladder's project; group: the runs' folder
 
 
 def run(cfg: ReportConfig) -> dict[str, Any]:
@@ -165,9 +167,8 @@ def run(cfg: ReportConfig) -> dict[str, Any]:
     write_markdown(out, md, "ablation.md")
     write_metrics(out, table, "ablation.json")
     print("\n".join(ablation_markdown(table)))
-    if cfg.wandb.enabled:
-
-        r = init_run(cfg.wandb, asdict(cfg), out, job_type="report")
+    if cfg.wandb.enabled:  # the ladder's project and group: the one the rows' training runs logged to
+        r = init_run(cfg.wandb, asdict(cfg), out, job_type="report", group=ladder_group(cfg.wandb, *dirs))
         try:
             log_table(r, "ablation", [{"label": row["label"], **{m: row["values"][m] for m in metrics},
                                        **{f"delta {m}": row["deltas"][m] for m in metrics}} for row in table["rows"]])

@@ -20,7 +20,7 @@ from training.rewards import REWARD_RENAMED, RewardConfig
 from verifier.config import JudgeConfig
 from verifier.engine import EndpointConfig
 from verifier.offline import OfflineConfig
-from verifier.results import WandbConfig
+from verifier.results import WandbConfig, ladder_wandb
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TINY_MODEL = "artifacts/tiny-model"  # relative to REPO; built on demand (training.model.ensure_model)
@@ -210,7 +210,7 @@ class GRPORunConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)
     grpo: GRPOSettings = field(default_factory=GRPOSettings)
     eval: EvalConfig = field(default_factory=EvalConfig)
-    wandb: WandbConfig = field(default_factory=lambda: WandbConfig(project="proofverifier-grpo", mode="auto"))
+    wandb: WandbConfig = field(default_factory=ladder_wandb)  # the ladder's project; group: the ladder's folder
     launch: LaunchSettings = field(default_factory=LaunchSettings)
     prover: ProverRLConfig = field(default_factory=ProverRLConfig)  # experiment=prover_rl (training.prover_reward)
     overrides: list[str] = field(default_factory=list)  # filled from Hydra; names the W&B run
