@@ -124,10 +124,17 @@ class GRPOSettings:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+# The verifier's budget on the held-out set (eval.judge.max_tokens; profile=cluster takes it, cpu_tiny sets 32): a
+# thinking policy's <think> plus its verification, >= grpo.max_completion_length. The run's verifier card records
+# it, so the runbook's benchmark step (`eval.verifierbench verifier_run_dir=RUN`, docs/cluster.md step 9) judges
+# with the same budget (tests/test_cluster_docs.py::test_runbook_benchmark_step_judges_with_the_held_out_budgets).
+HELDOUT_MAX_TOKENS = 16384
+
+
 def heldout_judge() -> JudgeConfig:
-    """The held-out judge's defaults: one pass, pessimistic, every pass run (no early stop), 8192 tokens."""
-    return JudgeConfig(n=1, policy="pessimistic", early_stop=False, max_tokens=8192, temperature=1.0, top_p=1.0,
-                       run_seed=0)
+    """The held-out judge's defaults: one pass, pessimistic, every pass run (no early stop), HELDOUT_MAX_TOKENS."""
+    return JudgeConfig(n=1, policy="pessimistic", early_stop=False, max_tokens=HELDOUT_MAX_TOKENS, temperature=1.0,
+                       top_p=1.0, run_seed=0)
 
 
 @dataclass
