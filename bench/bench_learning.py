@@ -461,6 +461,7 @@ def main(argv: list[str] | None = None) -> None:
     from training.grpo import run
     from training.rewards import RewardConfig
     from training.sft import SFTRunConfig, sft_train
+    from verifier.results import WandbConfig  # bench runs log no W&B (SFT's default: on)
     from verifier.tiny_model import TinyModelConfig, build
 
     t_start = time.monotonic()
@@ -525,6 +526,7 @@ def main(argv: list[str] | None = None) -> None:
     write_if_changed(out / "held_out.jsonl", gold)  # every model is judged on exactly these records
     run_data = run_data_config(out)
     sft_cfg = SFTRunConfig(output_dir=str(out / "sft"), model=ModelConfig(name_or_path=str(model_dir)),
+                           wandb=WandbConfig(enabled=False),
                            data=data(cfg.n_sft, cfg.seed + 1, **sft_mix), style=cfg.style, max_steps=cfg.sft_steps,
                            per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.sft_lr, warmup_steps=5,
                            max_length=512, logging_steps=25, seed=cfg.seed,

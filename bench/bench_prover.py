@@ -143,6 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     from training.grpo import run
     from training.prover_reward import ProverRLConfig, problem_rows, synthetic_problems
     from training.sft import SFTRunConfig, sft_train
+    from verifier.results import WandbConfig  # bench runs log no W&B (SFT's default: on)
     from verifier.engine import EndpointConfig
     from verifier.judging import JudgeConfig
     from verifier.serve import ServeConfig, VLLMServer
@@ -187,7 +188,7 @@ def main(argv: list[str] | None = None) -> None:
     for r, p in zip(rows, sft_problems):
         r["completion"] = [{"role": "assistant", "content": proof_text(gold_proof(p.problem))}]
     ds = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in rows])
-    prover_sft = sft_train(SFTRunConfig(
+    prover_sft = sft_train(SFTRunConfig(wandb=WandbConfig(enabled=False),
         output_dir=str(out / "prover_sft"), model=ModelConfig(name_or_path=str(model_dir)),
         max_steps=cfg.prover_sft_steps, per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.prover_sft_lr,
         warmup_steps=5, max_length=512, logging_steps=10, seed=cfg.seed, gradient_accumulation_steps=1, bf16=False,
@@ -208,7 +209,7 @@ def main(argv: list[str] | None = None) -> None:
                            synthetic={**task, "fatal_kinds": ["wrong_operand", "wrong_final"],  # the demo's recipe
                                       "error_delta_min": 10, "error_delta_max": 20, "problem_id_from_text": True})
         vtrain, _ = load_trajectories_for(vdata)
-        verifier_dir = sft_train(SFTRunConfig(
+        verifier_dir = sft_train(SFTRunConfig(wandb=WandbConfig(enabled=False),
             output_dir=str(out / "verifier_sft"), model=ModelConfig(name_or_path=str(model_dir)), data=vdata,
             style="check", max_steps=cfg.verifier_sft_steps, per_device_train_batch_size=cfg.sft_batch,
             learning_rate=cfg.verifier_sft_lr, warmup_steps=5, max_length=512, logging_steps=25, seed=cfg.seed,

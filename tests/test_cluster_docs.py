@@ -272,6 +272,40 @@ def test_grpo_sbatch_on_four_nodes_uses_every_gpu(tmp_path):
     assert "--reasoning-parser,qwen3" in " ".join(serve)  # the thinking meta-verifier's parser
 
 
+def _reasoning_parser(serve: list[str]) -> str | None:
+    """The ``--reasoning-parser`` a ``verifier.serve`` word list passes to vLLM (``extra_args=[...]``), or None."""
+    for w in serve:
+        m = re.fullmatch(r"extra_args=\[(.*)\]", w)
+        if m:
+            args = [a.strip() for a in m.group(1).split(",")]
+            if "--reasoning-parser" in args:
+                return args[args.index("--reasoning-parser") + 1]
+    return None
+
+
+def test_meta_verifier_sbatch_and_runbook_serve_with_the_same_reasoning_parser(tmp_path):
+    """Issue 42 item 5: the standalone meta-verifier (meta_verifier.sbatch, its DRY_RUN step), the runbook's
+    meta-verifier step (docs/cluster.md step 11 and every Qwen3 meta-verifier command written there) and
+    grpo.sbatch's meta-verifier all serve the thinking Qwen3 judge with ``--reasoning-parser qwen3``."""
+    (tmp_path / "meta").mkdir()
+    (step,) = dry_run(SLURM / "meta_verifier.sbatch", [], ["Qwen/Qwen3-30B-A3B", "8001"], tmp_path / "meta")
+    (tmp_path / "grpo").mkdir()
+    grpo = dry_run(SLURM / "grpo.sbatch", ["--nodes=4"], ["experiment=meta_ver_rl", "model=qwen3_8b",
+                                                           "data.root=/data/grpo", "output_dir=/x"], tmp_path / "grpo")
+    grpo_serve = next(s for s in grpo if "verifier.serve" in s)
+    docs = [shlex.split(c) for c in doc_commands() if c.startswith("python -m verifier.serve")
+            and "served_model_name=meta-verifier" in c and "model=Qwen/Qwen3" in c]
+    runbook = re.search(r"\*\*5\. The meta-verifier server\*\*.*?```bash\n(.*?)```", DOCS.read_text(), re.S)
+    assert runbook and docs, "no meta-verifier step in docs/cluster.md"
+    docs.append(shlex.split(_join(runbook.group(1).splitlines())[0]))
+    assert _reasoning_parser(grpo_serve) == "qwen3"
+    assert _reasoning_parser(step) == _reasoning_parser(grpo_serve), step
+    for cmd in docs:
+        assert _reasoning_parser(cmd) == _reasoning_parser(step), cmd
+    # the same model the runbook serves is the script's default
+    assert "model=Qwen/Qwen3-30B-A3B" in step and "model=Qwen/Qwen3-30B-A3B" in docs[-1]
+
+
 def check_sweep(args: list[str], tmp: Path, env_extra: dict | None = None):
     """Run launch/slurm/sweep.sh with a PYTHON that prints its arguments; check every job of the sweep."""
     import os
@@ -353,6 +387,60 @@ def check_front(module: str, overrides: list[str], cmd: str) -> str:
     return "front"
 
 
+def runbook_row(experiment: str, tmp: Path):
+    """The composed config of one ladder row as the runbook's sweep (step 12, ``SWEEP_DIR=... sweep.sh``) runs it."""
+    cmd = next(c for c in doc_commands() if re.match(r"SWEEP_DIR=\S+ launch/slurm/sweep.sh ", c))
+    words = shlex.split(cmd)
+    env = {}
+    while re.match(r"^[A-Z_]+=", words[0]):
+        k, _, v = words.pop(0).partition("=")
+        env[k] = v
+    (tmp / "sweep_row").mkdir(exist_ok=True)
+    return next(c for c in check_sweep(words[1:], tmp / "sweep_row", env) if c.experiment_name == experiment)
+
+
+def compose_verifierbench(overrides: list[str], tmp: Path):
+    """An ``eval.verifierbench`` command composed; a ``verifier_run_dir=SWEEP_DIR/<row>`` of the runbook is given the
+    verifier card that row writes (``training.grpo.verifier_card`` of its composed config), under ``tmp``."""
+    from eval.verifierbench import VerifierBenchConfig
+    from training.grpo import verifier_card
+    from verifier.card import write_card
+
+    out = []
+    for o in overrides:
+        if o.startswith("verifier_run_dir="):
+            row = tmp / "cards" / Path(o.partition("=")[2]).name
+            row.mkdir(parents=True, exist_ok=True)
+            write_card(row, verifier_card(runbook_row(row.name, tmp), []))
+            o = f"verifier_run_dir={row}"
+        out.append(o)
+    return _compose("verifierbench", VerifierBenchConfig, out)
+
+
+def test_runbook_benchmark_step_judges_with_the_held_out_budgets(tmp_path):
+    """Issue 42 item 5: docs/cluster.md step 15 (``eval.verifierbench`` on the served pos_aug verifier) judges with the
+    budgets of the ladder's own held-out evaluation (``training.heldout.heldout_config`` of the sweep's pos_aug row):
+    the verifier's ``judge.max_tokens`` (one default, ``training.config.HELDOUT_MAX_TOKENS``, through the run's card)
+    and the meta-verifier's ``meta.endpoint.max_tokens`` / ``timeout_s`` (the reward's, ``profile=cluster``)."""
+    from training.config import HELDOUT_MAX_TOKENS, GRPORunConfig
+    from training.heldout import heldout_config
+
+    (cmd,) = [c for c in doc_commands() if c.startswith("python -m eval.verifierbench")]
+    bench = compose_verifierbench(shlex.split(cmd)[3:], tmp_path)
+    row = runbook_row("pos_aug", tmp_path)
+    held = heldout_config(row, tmp_path / "heldout", tmp_path / "held_out.jsonl", "/scratch/sweep/pos_aug/final")
+    assert HELDOUT_MAX_TOKENS == 16384 and GRPORunConfig().eval.judge.max_tokens == HELDOUT_MAX_TOKENS
+    assert bench.judge.max_tokens == held.judge.max_tokens == row.eval.judge.max_tokens == HELDOUT_MAX_TOKENS
+    assert bench.judge.max_tokens >= row.grpo.max_completion_length
+
+    def meta_budget(c):  # the endpoint's max_tokens wins over the caller's
+        return c.meta.endpoint.max_tokens or c.meta.max_tokens
+
+    assert meta_budget(bench) == meta_budget(held) == 8192, (meta_budget(bench), meta_budget(held))
+    assert bench.meta.endpoint.timeout_s == held.meta.endpoint.timeout_s
+    assert bench.meta.kind == held.meta.kind == "llm" and bench.meta.endpoint.model == held.meta.endpoint.model
+
+
 def check_command(cmd: str, tmp: Path) -> str:
     """Compose one written command; returns what it was checked as."""
     words = shlex.split(cmd)
@@ -429,10 +517,9 @@ def check_command(cmd: str, tmp: Path) -> str:
     if words[:2] == ["python", "-m"] and words[2] in FRONT:
         return check_front(words[2], words[3:], cmd)
     if words[:3] == ["python", "-m", "eval.verifierbench"]:
-        from eval.verifierbench import VerifierBenchConfig
         from verifier.serve import RUN_SERVED_NAME
 
-        c = _compose("verifierbench", VerifierBenchConfig, words[3:])
+        c = compose_verifierbench(words[3:], tmp)
         assert c.verifier.model == RUN_SERVED_NAME and c.meta.endpoint.model == "meta-verifier", cmd
         return "verifierbench"
     if words[:2] == ["trl", "vllm-serve"]:  # TRL's generation server: the policy and its parallelism
