@@ -295,7 +295,7 @@ def test_meta_verifier_sbatch_and_runbook_serve_with_the_same_reasoning_parser(t
     grpo_serve = next(s for s in grpo if "verifier.serve" in s)
     docs = [shlex.split(c) for c in doc_commands() if c.startswith("python -m verifier.serve")
             and "served_model_name=meta-verifier" in c and "model=Qwen/Qwen3" in c]
-    runbook = re.search(r"\*\*5\. The meta-verifier server\*\*.*?```bash\n(.*?)```", DOCS.read_text(), re.S)
+    runbook = re.search(r"\*\*\d+\. The meta-verifier server\*\*.*?```bash\n(.*?)```", DOCS.read_text(), re.S)
     assert runbook and docs, "no meta-verifier step in docs/cluster.md"
     docs.append(shlex.split(_join(runbook.group(1).splitlines())[0]))
     assert _reasoning_parser(grpo_serve) == "qwen3"
