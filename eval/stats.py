@@ -9,7 +9,7 @@ The fast path works on per-record count vectors: every headline metric of this p
 (TPR, TNR, Balanced F1, accuracies, acceptance rates) is a function of column sums, so
 one bootstrap is one fancy-indexing sum over ``B x C`` cluster draws.
 
-``paired_bootstrap`` is the project's one bootstrap (issue 40 item 1): paired (two arms on the same records
+``paired_bootstrap`` is the project's one bootstrap: paired (two arms on the same records
 draw the same problems), clustered by problem, with an optional seed level (each arm's training seeds resampled
 with the problems, or seed pairs kept together). Every bench (``eval.metrics.metric_deltas`` / ``ratio_delta``,
 ``mean_delta_ci``), the demo's ladder and the eval reports (``bootstrap_sums`` / ``cluster_bootstrap``: one arm of
