@@ -226,13 +226,14 @@ class Bench:
 
         from training.config import ModelConfig
         from training.sft import SFTRunConfig, sft_train
+        from verifier.results import WandbConfig  # bench runs log no W&B (SFT's default: on)
         from verifier.tiny_model import TinyModelConfig, build
 
         cfg = self.cfg
         model = build(TinyModelConfig(out=str(self.out / "model"), seed=cfg.seed, hidden_size=cfg.hidden_size,
                                       num_layers=cfg.num_layers, intermediate_size=cfg.intermediate_size))
         ds = Dataset.from_list(recipes.prover_sft_rows(self.problems()["sft"], cfg.seed + 1))
-        sft_train(SFTRunConfig(
+        sft_train(SFTRunConfig(wandb=WandbConfig(enabled=False),
             output_dir=str(d / "sft"), model=ModelConfig(name_or_path=str(model)), max_steps=cfg.prover_sft_steps,
             per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.prover_lr, warmup_steps=5, max_length=512,
             logging_steps=25, seed=cfg.seed, gradient_accumulation_steps=1, bf16=False,
@@ -255,6 +256,7 @@ class Bench:
         from training.config import DataConfig, ModelConfig
         from training.data import load_trajectories_for
         from training.sft import SFTRunConfig, sft_train
+        from verifier.results import WandbConfig  # bench runs log no W&B (SFT's default: on)
 
         cfg = self.cfg
         data = DataConfig(source="synthetic", n_train=cfg.n_verifier_sft, n_eval=0, seed=cfg.seed + 4,
@@ -262,7 +264,7 @@ class Bench:
                           synthetic={**task(cfg), "fatal_kinds": ["wrong_operand", "wrong_final"],
                                      "error_delta_min": 10, "error_delta_max": 20})
         train, _ = load_trajectories_for(data)
-        path = sft_train(SFTRunConfig(
+        path = sft_train(SFTRunConfig(wandb=WandbConfig(enabled=False),
             output_dir=str(d / "sft"), model=ModelConfig(name_or_path=model), data=data, style=cfg.style,
             max_steps=cfg.verifier_sft_steps, per_device_train_batch_size=cfg.sft_batch,
             learning_rate=cfg.verifier_lr, warmup_steps=5, max_length=512, logging_steps=25, seed=cfg.seed,

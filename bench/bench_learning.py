@@ -12,7 +12,10 @@ each saved checkpoint, graded by ``RuleMetaVerifier``, scored by ``eval.metrics`
   pooled; CIs clustered by problem);
 * meta_ver_rl - rough_rl in Meta Balanced F1, with a bootstrap CI that resamples problems and seeds;
 * held-out mean reward (meta grade per pass, unparseable = 0) of base and meta_ver_rl with a paired
-  bootstrap CI of the difference over held-out records.
+  bootstrap CI of the difference that resamples problems and the arm's seeds.
+
+Every interval is ``eval.stats.paired_bootstrap`` (paired, clustered by problem, seed level; issue 40 item 1):
+``eval.metrics.metric_deltas`` / ``ratio_delta`` and ``eval.stats.mean_delta_ci``.
 
 Writes ``OUT/{report.json,report.md,learning.png,diagnostics.png}``. Options as ``key=value`` (see
 ``BenchConfig``). ``make bench-learning`` is ``suite=true``: this setting (issue 23 item 3, OUT/polarity) and item 4's
@@ -130,23 +133,6 @@ def _overrides(argv: list[str], cfg: BenchConfig) -> BenchConfig:
     return cfg
 
 
-def paired_delta_ci(before: list[float], after: list[float], n: int = 1000, seed: int = 0,
-                    level: float = 0.95) -> tuple[float, float, float]:
-    """Mean of after - before and its percentile bootstrap CI over records (paired; ``eval.stats``)."""
-    from eval.stats import paired_delta_ci as ci
-
-    return ci(before, after, n, seed, level)
-
-
-def mean_ci(values: list[float], n: int = 1000, seed: int = 0) -> tuple[float, float, float]:
-    import numpy as np
-
-    v = np.asarray(values, float)
-    rng = np.random.default_rng(seed)
-    means = v[rng.integers(0, len(v), size=(n, len(v)))].mean(axis=1)
-    return float(v.mean()), float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
-
-
 def record_counts(gold, predictions_jsonl: Path):
     """Per-record indicator rows (``eval.metrics.record_row``) of a run's predictions, in gold order."""
     import numpy as np
@@ -233,36 +219,6 @@ def read_accuracy(gold, judgments_jsonl: Path) -> dict[str, Any]:
             "fatal_shortcut": fatal[1] / fatal[2] if fatal[2] else 0.0, "fatal_lines": fatal[2]}
 
 
-def ratio_delta_ci(gold, a_seeds, b_seeds, n: int, seed: int, num: int = 1, den: int = 0, level: float = 0.95,
-                   paired: bool = False):
-    """sum(num)/sum(den) of arm A minus arm B over (seed, record) rows, with a bootstrap CI that resamples
-    problems (the same for both arms) and the training seeds (as ``metric_deltas_ci``)."""
-    import numpy as np
-
-    from eval.stats import percentile_ci, safe_ratio
-
-    pids = sorted({t.problem_id for t in gold})
-    idx = np.array([pids.index(t.problem_id) for t in gold])
-
-    def per_problem(seeds):
-        out = np.zeros((len(seeds), len(pids), seeds[0].shape[1]))
-        for s, rows in enumerate(seeds):
-            np.add.at(out[s], idx, rows)
-        return out
-
-    def ratio(sums):
-        return safe_ratio(sums[..., num], sums[..., den])
-
-    A, B = per_problem(a_seeds), per_problem(b_seeds)
-    point = float(ratio(A.sum((0, 1))) - ratio(B.sum((0, 1))))
-    rng = np.random.default_rng(seed)
-    P = rng.integers(0, len(pids), size=(n, len(pids)))
-    sa, sb = _seed_draws(rng, n, len(A), len(B), paired)
-    lo, hi = percentile_ci(ratio(A[sa[:, :, None], P[:, None, :]].sum((1, 2)))
-                           - ratio(B[sb[:, :, None], P[:, None, :]].sum((1, 2))), level)
-    return point, lo, hi
-
-
 def pooled_metrics(gold, per_seed, spec) -> dict[str, Any]:
     """Rough / Meta TPR, TNR, Balanced F1 over all (seed, record) pairs; CIs resample problems."""
     import numpy as np
@@ -272,61 +228,6 @@ def pooled_metrics(gold, per_seed, spec) -> dict[str, Any]:
     rows = np.concatenate(per_seed)
     clusters = [t.problem_id for t in gold] * len(per_seed)
     return metric_table(rows, clusters, list(METRICS), spec)
-
-
-def _seed_draws(rng, n: int, n_a: int, n_b: int, paired: bool):
-    """Bootstrap draws of training seeds for arms A and B: independent per arm, or (``paired``) one draw of seed
-    indices for both, so that seed k of A stays with seed k of B (the arms share seed k's sampling and prompts)."""
-    sa = rng.integers(0, n_a, size=(n, n_a))
-    if not paired:
-        return sa, rng.integers(0, n_b, size=(n, n_b))
-    if n_a != n_b:
-        raise SystemExit(f"paired seeds need the same seeds in both arms ({n_a} vs {n_b} runs)")
-    return sa, sa
-
-
-def metric_deltas_ci(gold, a_seeds, b_seeds, n: int, seed: int, level: float = 0.95,
-                     paired: bool = False) -> dict[str, tuple]:
-    """Arm A minus arm B in each of Rough / Meta TPR, TNR, Balanced F1 (section 5.4's metrics), with bootstrap
-    CIs that resample problems (the same problems for both arms) and the training seeds: independently per arm,
-    or with ``paired`` the same seed indices for both (seed k of A with seed k of B: a matched design).
-    Returns ``{metric: (point, lo, hi)}``."""
-    import numpy as np
-
-    from eval.metrics import COLUMNS
-    from eval.stats import harmonic, percentile_ci, safe_ratio
-
-    pids = sorted({t.problem_id for t in gold})
-    col = {c: i for i, c in enumerate(COLUMNS)}
-    idx = np.array([pids.index(t.problem_id) for t in gold])
-
-    def per_problem(seeds):  # [S, P, K]: counts of each problem under each seed
-        out = np.zeros((len(seeds), len(pids), len(COLUMNS)))
-        for s, rows in enumerate(seeds):
-            np.add.at(out[s], idx, rows)
-        return out
-
-    def values(sums) -> dict[str, Any]:
-        got = {}
-        for level_, prefix in (("rough", ""), ("meta", "meta_")):
-            tpr = safe_ratio(sums[..., col[f"{prefix}tp"]], sums[..., col["pos"]])
-            tnr = safe_ratio(sums[..., col[f"{prefix}tn"]], sums[..., col["neg"]])
-            got |= {f"{level_}.tpr": tpr, f"{level_}.tnr": tnr, f"{level_}.balanced_f1": harmonic(tpr, tnr)}
-        return got
-
-    A, B = per_problem(a_seeds), per_problem(b_seeds)
-    point_a, point_b = values(A.sum((0, 1))), values(B.sum((0, 1)))
-    rng = np.random.default_rng(seed)
-    P = rng.integers(0, len(pids), size=(n, len(pids)))
-    sa, sb = _seed_draws(rng, n, len(A), len(B), paired)
-    boot_a = values(A[sa[:, :, None], P[:, None, :]].sum((1, 2)))
-    boot_b = values(B[sb[:, :, None], P[:, None, :]].sum((1, 2)))
-    return {k: (float(point_a[k] - point_b[k]), *percentile_ci(boot_a[k] - boot_b[k], level)) for k in point_a}
-
-
-def meta_f1_delta_ci(gold, a_seeds, b_seeds, n: int, seed: int, level: float = 0.95, paired: bool = False):
-    """Meta Balanced F1 of arm A minus arm B with its CI over problems and seeds (``metric_deltas_ci``)."""
-    return metric_deltas_ci(gold, a_seeds, b_seeds, n, seed, level, paired)["meta.balanced_f1"]
 
 
 def _settings(obj: Any) -> Any:
@@ -546,7 +447,8 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    from eval.stats import BootstrapSpec
+    from eval.metrics import metric_deltas, ratio_delta
+    from eval.stats import BootstrapSpec, mean_delta_ci
     from training.config import (
         DataConfig,
         EvalConfig,
@@ -559,6 +461,7 @@ def main(argv: list[str] | None = None) -> None:
     from training.grpo import run
     from training.rewards import RewardConfig
     from training.sft import SFTRunConfig, sft_train
+    from verifier.results import WandbConfig  # bench runs log no W&B (SFT's default: on)
     from verifier.tiny_model import TinyModelConfig, build
 
     t_start = time.monotonic()
@@ -623,6 +526,7 @@ def main(argv: list[str] | None = None) -> None:
     write_if_changed(out / "held_out.jsonl", gold)  # every model is judged on exactly these records
     run_data = run_data_config(out)
     sft_cfg = SFTRunConfig(output_dir=str(out / "sft"), model=ModelConfig(name_or_path=str(model_dir)),
+                           wandb=WandbConfig(enabled=False),
                            data=data(cfg.n_sft, cfg.seed + 1, **sft_mix), style=cfg.style, max_steps=cfg.sft_steps,
                            per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.sft_lr, warmup_steps=5,
                            max_length=512, logging_steps=25, seed=cfg.seed,
@@ -707,14 +611,15 @@ def main(argv: list[str] | None = None) -> None:
               f"{time.monotonic() - t_start:.0f}s", flush=True)
         return
     spec = BootstrapSpec(n=cfg.bootstrap_n, seed=cfg.seed)
+    pids = [t.problem_id for t in gold]  # every interval: eval.stats.paired_bootstrap, clustered by problem
     before = runs["base"][0]["per_record_reward"]
     rows = []
     for name in ("base", "rough_rl", "meta_ver_rl"):
-        per_record = [sum(v) / len(v) for v in zip(*(r["per_record_reward"] for r in runs[name]))]
+        per_seed = [r["per_record_reward"] for r in runs[name]]  # [S, N]: seeds resampled with the problems
         pooled = pooled_metrics(gold, counts[name], spec)
         rows.append({"model": name, "seeds": 1 if name == "base" else len(seeds),
-                     "reward": mean_ci(per_record, cfg.bootstrap_n, cfg.seed),
-                     "delta_vs_sft": paired_delta_ci(before, per_record, cfg.bootstrap_n, cfg.seed),
+                     "reward": mean_delta_ci(per_seed, None, pids, spec),
+                     "delta_vs_sft": mean_delta_ci(per_seed, [before], pids, spec),
                      **{k: (pooled[k]["value"], *(pooled[k]["ci"] or [None, None])) for k in METRICS},
                      "per_seed_meta_bf1": [r["meta.balanced_f1"]["value"] for r in runs[name]],
                      "copy_rate": sum(copy_rate(gold, out / (name if name == "base" else f"{name}/seed{sd}") /
@@ -723,15 +628,13 @@ def main(argv: list[str] | None = None) -> None:
                                                                                                else len(seeds)),
                      "loc_acc": float(sum(x[:, 1].sum() for x in locs[name]) / max(1, sum(x[:, 0].sum()
                                                                                           for x in locs[name]))),
-                     "per_seed_reward_delta": [paired_delta_ci(before, r["per_record_reward"], cfg.bootstrap_n,
-                                                               cfg.seed) for r in runs[name]],
+                     "per_seed_reward_delta": [mean_delta_ci(r, before, pids, spec) for r in per_seed],
                      "parse_failure_rate": sum(r["parse_failure_rate"] for r in runs[name]) / len(runs[name])})
     paired = cfg.paired_seeds
-    deltas = metric_deltas_ci(gold, counts["meta_ver_rl"], counts["rough_rl"], cfg.bootstrap_n, cfg.seed,
-                              paired=paired)
-    unpaired = metric_deltas_ci(gold, counts["meta_ver_rl"], counts["rough_rl"], cfg.bootstrap_n, cfg.seed)
+    deltas = metric_deltas(counts["meta_ver_rl"], counts["rough_rl"], pids, spec, paired_seeds=paired)
+    unpaired = metric_deltas(counts["meta_ver_rl"], counts["rough_rl"], pids, spec)
     d_meta = deltas["meta.balanced_f1"]
-    d_loc = ratio_delta_ci(gold, locs["meta_ver_rl"], locs["rough_rl"], cfg.bootstrap_n, cfg.seed, paired=paired)
+    d_loc = ratio_delta(locs["meta_ver_rl"], locs["rough_rl"], pids, spec, paired_seeds=paired)
     report = {"config": dataclasses.asdict(cfg), "timings_s": timings, "rows": rows,
               "meta_vs_rough_meta_bf1": d_meta, "meta_vs_rough_loc_acc": d_loc, "meta_vs_rough": deltas,
               "meta_vs_rough_seeds": "paired" if paired else "independent",
@@ -774,7 +677,7 @@ def _markdown(rows: list[dict[str, Any]], cfg: BenchConfig, d_meta, n_records: i
     lines = [(f"Held-out synthetic verification ({n_records} records, {cfg.eval_passes}-pass pessimistic judging at "
              f"T={cfg.eval_temperature}, rule meta-verifier); rough_rl and meta_ver_rl pooled over seeds "
              f"{cfg.seeds} from the same SFT warm start, {cfg.grpo_steps} GRPO steps x {cfg.grpo_batch} completions "
-             "each. 95% CIs (reward: bootstrap over records; TPR/TNR/F1: clustered by problem)"), "",
+             "each. 95% CIs clustered by problem (reward and its delta: problems and seeds resampled)"), "",
              ("| model | seeds | mean reward | delta vs SFT | Rough TPR | Rough TNR | Rough BF1 | Meta TPR | Meta TNR |"
              " Meta BF1 | Meta BF1 per seed | step acc (rejected invalid) | reward delta per seed | parse fail |"
              " passes copying step 0 |"),

@@ -143,6 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     from training.grpo import run
     from training.prover_reward import ProverRLConfig, problem_rows, synthetic_problems
     from training.sft import SFTRunConfig, sft_train
+    from verifier.results import WandbConfig  # bench runs log no W&B (SFT's default: on)
     from verifier.engine import EndpointConfig
     from verifier.judging import JudgeConfig
     from verifier.serve import ServeConfig, VLLMServer
@@ -187,7 +188,7 @@ def main(argv: list[str] | None = None) -> None:
     for r, p in zip(rows, sft_problems):
         r["completion"] = [{"role": "assistant", "content": proof_text(gold_proof(p.problem))}]
     ds = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in rows])
-    prover_sft = sft_train(SFTRunConfig(
+    prover_sft = sft_train(SFTRunConfig(wandb=WandbConfig(enabled=False),
         output_dir=str(out / "prover_sft"), model=ModelConfig(name_or_path=str(model_dir)),
         max_steps=cfg.prover_sft_steps, per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.prover_sft_lr,
         warmup_steps=5, max_length=512, logging_steps=10, seed=cfg.seed, gradient_accumulation_steps=1, bf16=False,
@@ -208,7 +209,7 @@ def main(argv: list[str] | None = None) -> None:
                            synthetic={**task, "fatal_kinds": ["wrong_operand", "wrong_final"],  # the demo's recipe
                                       "error_delta_min": 10, "error_delta_max": 20, "problem_id_from_text": True})
         vtrain, _ = load_trajectories_for(vdata)
-        verifier_dir = sft_train(SFTRunConfig(
+        verifier_dir = sft_train(SFTRunConfig(wandb=WandbConfig(enabled=False),
             output_dir=str(out / "verifier_sft"), model=ModelConfig(name_or_path=str(model_dir)), data=vdata,
             style="check", max_steps=cfg.verifier_sft_steps, per_device_train_batch_size=cfg.sft_batch,
             learning_rate=cfg.verifier_sft_lr, warmup_steps=5, max_length=512, logging_steps=25, seed=cfg.seed,
@@ -290,16 +291,18 @@ def _arms(cfg: BenchConfig, out: Path, prover_sft: Path, ep, grpo_problems, held
 
 def _paired(before: dict[str, Any], after: dict[str, Any], cfg: BenchConfig) -> dict[str, Any]:
     """after - before on the same held-out proofs (problem, sample): accepted, true, hacked, each with a paired
-    bootstrap CI over the proofs (``eval.stats.paired_delta_ci``)."""
-    from eval.stats import paired_delta_ci
+    bootstrap CI clustered by problem (a problem's samples resampled together; ``eval.stats.mean_delta_ci``)."""
+    from eval.stats import BootstrapSpec, mean_delta_ci
 
     keys = sorted(set(before["per_proof"]) & set(after["per_proof"]))
     if not keys:
         return {"n": 0}
-    out: dict[str, Any] = {"n": len(keys)}
+    problems = [k.rsplit("/", 1)[0] for k in keys]  # per_proof keys are "problem/sample"
+    out: dict[str, Any] = {"n": len(keys), "problems": len(set(problems))}
+    spec = BootstrapSpec(n=max(cfg.bootstrap_n, 1000), seed=cfg.seed)
     for name, f in (("accept", lambda v: v[1]), ("true_acc", lambda v: v[0]), ("hacking_rate", lambda v: v[1] * (1 - v[0]))):
-        d, lo, hi = paired_delta_ci([f(before["per_proof"][k]) for k in keys], [f(after["per_proof"][k]) for k in keys],
-                                    n=max(cfg.bootstrap_n, 1000), seed=cfg.seed)
+        d, lo, hi = mean_delta_ci([f(after["per_proof"][k]) for k in keys], [f(before["per_proof"][k]) for k in keys],
+                                  problems, spec)
         out[name] = {"delta": d, "ci": [lo, hi]}
     return out
 
@@ -347,7 +350,7 @@ def _markdown(report: dict[str, Any], cfg: BenchConfig) -> str:
         lines.append(f"| {name} | {_f(r['accept'])} | {_f(r['true_acc'])} | {_f(r['hacking_rate'])} | "
                      f"{_f(r['accept_refined'])} | {_f(r['true_acc_refined'])} | {_f(r['refine_gain'])} | "
                      f"{_f(r['refine_true_gain'])} |")
-    lines += ["", "Change against the SFT prover on the same held-out proofs (points, paired bootstrap 95% CI over proofs):",
+    lines += ["", "Change against the SFT prover on the same held-out proofs (points, paired bootstrap 95% CI clustered by problem):",
               "", "| arm | accepted | true | hacking |", "|---|---:|---:|---:|"]
     for arm, v in report.get("vs_before", {}).items():
         if v.get("n"):

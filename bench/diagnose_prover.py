@@ -81,6 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     from training.data import load_trajectories_for
     from training.prover_reward import problem_rows, synthetic_problems
     from training.sft import SFTRunConfig, sft_train
+    from verifier.results import WandbConfig  # bench runs log no W&B (SFT's default: on)
     from verifier.parser import parse_completion
     from verifier.records import ProofTrajectory
     from verifier.results import figure, save_figure
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     for r, p in zip(rows, sft_problems):
         r["completion"] = [{"role": "assistant", "content": proof_text(gold_proof(p.problem))}]
     ds = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in rows])
-    sft_train(SFTRunConfig(
+    sft_train(SFTRunConfig(wandb=WandbConfig(enabled=False),
         output_dir=str(out / "prover_sft"), model=ModelConfig(name_or_path=str(model_dir)),
         max_steps=cfg.prover_sft_steps, per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.prover_sft_lr,
         warmup_steps=5, max_length=512, logging_steps=50, seed=cfg.seed, gradient_accumulation_steps=1, bf16=False,
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
                        synthetic={**task, "fatal_kinds": ["wrong_operand", "wrong_final"], "error_delta_min": 10,
                                   "error_delta_max": 20, "problem_id_from_text": True})
     vtrain, _ = load_trajectories_for(vdata)
-    sft_train(SFTRunConfig(
+    sft_train(SFTRunConfig(wandb=WandbConfig(enabled=False),
         output_dir=str(out / "verifier_sft"), model=ModelConfig(name_or_path=str(model_dir)), data=vdata,
         style="check", max_steps=cfg.verifier_sft_steps, per_device_train_batch_size=cfg.sft_batch,
         learning_rate=cfg.verifier_sft_lr, warmup_steps=5, max_length=512, logging_steps=50, seed=cfg.seed,

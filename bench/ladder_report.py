@@ -4,7 +4,7 @@ the last line (``bench/bench_ladder.py``).
 Rows 1-5 (base, rough_rl, meta_ver_rl, extra_ann, pos_aug) and extra_ann_random are scored per pass (each of the 8
 held-out passes as one verification: the paper's single-verification protocol, averaged); pess_ver is pos_aug's
 weights scored by the 8-pass pessimistic decision (section 4.4). Metric differences resample problems and the
-training seed pairs (``bench.bench_learning.metric_deltas_ci``, paired seeds: seed k of every row shares its
+training seed pairs (``eval.metrics.metric_deltas`` on ``eval.stats.paired_bootstrap``, paired seeds: seed k of every row shares its
 sampling seed); against base (one warm start) the seeds of the other row are resampled alone.
 """
 
@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from bench.bench_learning import metric_deltas_ci, pooled_metrics
+from bench.bench_learning import pooled_metrics
 from bench.step_rule import step_rows
-from eval.metrics import COLUMNS
+from eval.metrics import COLUMNS, metric_deltas
 from eval.stats import BootstrapSpec
 from verifier.io import load_trajectories
 from verifier.judgment import load_judgments
@@ -64,7 +64,7 @@ def report(out: Path, cfg: Any, names: list[str], cand: dict[str, Any]) -> dict[
     tests = {}
     for name, (a, b, metric) in TESTS.items():
         paired = len(per[a]) == len(per[b])
-        d = metric_deltas_ci(gold, per[a], per[b], cfg.bootstrap_n, cfg.seed, paired=paired)
+        d = metric_deltas(per[a], per[b], [t.problem_id for t in gold], spec, paired_seeds=paired)
         tests[name] = {"rows": [a, b], "metric": metric, "delta": d[metric][0], "ci": list(d[metric][1:]),
                        "all": {k: list(v) for k, v in d.items()}, "seeds": "paired" if paired else "independent"}
     fa = {"base_per_pass": false_accept(gold, per["base"]), "base_8pass": false_accept(gold, [x["earliest"] for x in

@@ -6,7 +6,8 @@ on some passes (item 4's warm start is trained on targets that do, half of its i
 8 is often a wrong, earlier step: the 8-pass Meta numbers then measure whether any pass named an earlier step
 more than how well the verifier localises. This script re-reads a ``bench/bench_learning.py`` output folder
 (no generation, no training) and reports, for base, rough_rl and meta_ver_rl and as meta_ver_rl - rough_rl
-with bootstrap CIs over problems and seed pairs (``bench_learning.metric_deltas_ci`` / ``ratio_delta_ci``):
+with bootstrap CIs over problems and seed pairs (``eval.metrics.metric_deltas`` /
+``ratio_delta`` on ``eval.stats.paired_bootstrap``):
 
 * ``per_pass``: every pass scored as a verdict of its own (Meta TPR / TNR / BF1 over passes) and the
   exact-step accuracy of the rejecting passes on invalid proofs;
@@ -29,9 +30,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.bench_learning import metric_deltas_ci, ratio_delta_ci
-from eval.metrics import COLUMNS, Prediction, record_row
-from eval.stats import harmonic, safe_ratio
+from eval.metrics import COLUMNS, Prediction, metric_deltas, ratio_delta, record_row
+from eval.stats import BootstrapSpec, harmonic, safe_ratio
 from verifier.aggregate import AggregationPolicy, aggregate
 from verifier.io import load_trajectories
 from verifier.judgment import load_judgments
@@ -86,7 +86,8 @@ def main(argv: list[str] | None = None) -> None:
     gold = load_trajectories(out / "held_out.jsonl").records
     runs = {"base": [out / "base"], **{a: [out / a / f"seed{s}" for s in seeds] for a in ("rough_rl", "meta_ver_rl")}}
     rows = {a: [step_rows(gold, load_judgments(d / "heldout" / "judgments.jsonl")) for d in ds] for a, ds in runs.items()}
-    n, seed = int(args.get("bootstrap_n", 1000)), int(report["config"]["seed"])
+    spec = BootstrapSpec(n=int(args.get("bootstrap_n", 1000)), seed=int(report["config"]["seed"]))
+    pids = [t.problem_id for t in gold]
     result: dict[str, Any] = {"models": {}, "meta_vs_rough": {}}
     for a, per_seed in rows.items():
         loc = np.sum([r["loc"].sum(0) for r in per_seed], axis=0)
@@ -94,10 +95,10 @@ def main(argv: list[str] | None = None) -> None:
         result["models"][a]["per_pass"]["step_acc"] = float(safe_ratio(loc[1], loc[0]))
     A, B = rows["meta_ver_rl"], rows["rough_rl"]
     for r in RULES:
-        d = metric_deltas_ci(gold, [x[r] for x in A], [x[r] for x in B], n, seed, paired=True)
+        d = metric_deltas([x[r] for x in A], [x[r] for x in B], pids, spec, paired_seeds=True)
         result["meta_vs_rough"][r] = {k: d[k] for k in ("meta.tnr", "meta.balanced_f1")}
-    result["meta_vs_rough"]["per_pass"]["step_acc"] = ratio_delta_ci(
-        gold, [x["loc"] for x in A], [x["loc"] for x in B], n, seed, paired=True)
+    result["meta_vs_rough"]["per_pass"]["step_acc"] = ratio_delta(
+        [x["loc"] for x in A], [x["loc"] for x in B], pids, spec, paired_seeds=True)
     (out / "step_rule.json").write_text(json.dumps(result, indent=1))
     def pct(v: float) -> str:
         return f"{100 * v:.1f}"

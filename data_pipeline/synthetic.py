@@ -452,7 +452,7 @@ def _check_verification(traj: ProofTrajectory, info: dict[str, Any], copy_first:
     "Step i: <the step> | <start> vs <previous result>, ok". After "Step i: " the copy continues the prompt's own
     "Step i: <the step>" line, and both values compared sit in the completion a few tokens back; in the check
     style the start is written before the step is copied, and a tiny model learns the shortcut start = previous
-    result, which is right on every line but the fatal one (docs/training.md, item 4's diagnosis):
+    result, which is right on every line but the fatal one (reports/diagnosis_2026-12-04_reading_copy.md):
 
         Step 0: 9 - 8 = 1
         Step 1: 1 + 8 = 9 | 1 vs 1, ok
@@ -495,7 +495,7 @@ def _check_verification(traj: ProofTrajectory, info: dict[str, Any], copy_first:
 
 def with_noisy_steps(trajs: list[ProofTrajectory], fraction: float, seed: int = 0, min_shift: int = 2,
                      max_shift: int = 3) -> tuple[list[ProofTrajectory], int]:
-    """Noisier SFT targets (the localisation warm start of docs/training.md): copies of ``trajs`` in which ``fraction`` of the invalid ones
+    """Noisier SFT targets (the localisation warm start of reports/learning_2026-12-02_item4_first.md): copies of ``trajs`` in which ``fraction`` of the invalid ones
     get a ``style="check"`` target whose answer names a first error step ``min_shift..max_shift`` away from the
     true one (inside the proof; the rationale is unchanged). A warm start trained on them gets the polarity
     right more often than the step, so a reward that grades the step (Meta-Ver-RL) has something to teach

@@ -35,6 +35,7 @@ from eval.stats import (
     bootstrap_sums,
     cluster_bootstrap,
     harmonic,
+    paired_bootstrap,
     percentile_ci,
     safe_ratio,
 )
@@ -197,6 +198,39 @@ def _values(sums: np.ndarray, names: Iterable[str]) -> dict[str, np.ndarray]:
         if isinstance(m, _HMean):
             out[name] = harmonic(out[m.a], out[m.b])
     return {n: out[n] for n in names}
+
+
+DELTA_METRICS = ("rough.tpr", "rough.tnr", "rough.balanced_f1", "meta.tpr", "meta.tnr", "meta.balanced_f1")
+
+
+def metric_statistic(names: Sequence[str] = DELTA_METRICS):
+    """``paired_bootstrap``'s statistic for metrics of ``COLUMNS`` sums [..., len(COLUMNS)] -> {name: [...]}."""
+
+    def stat(sums: np.ndarray) -> dict[str, np.ndarray]:
+        flat = np.asarray(sums, dtype=float).reshape(-1, len(COLUMNS))
+        return {k: v.reshape(np.shape(sums)[:-1]) for k, v in _values(flat, names).items()}
+
+    return stat
+
+
+def metric_deltas(a_seeds: Sequence[np.ndarray], b_seeds: Sequence[np.ndarray], clusters: Sequence[str],
+                  spec: BootstrapSpec = DEFAULT_BOOTSTRAP, paired_seeds: bool = False,
+                  names: Sequence[str] = DELTA_METRICS) -> dict[str, tuple]:
+    """Arm A minus arm B in each metric of ``names`` (Rough / Meta TPR, TNR, Balanced F1) over per-record rows
+    [N, len(COLUMNS)] of each training seed (the same N held-out records, ``clusters`` their problems), with the
+    clustered CI of ``eval.stats.paired_bootstrap`` (problems; seeds per arm, or seed pairs with ``paired_seeds``).
+    Returns ``{metric: (point, lo, hi)}``."""
+    return paired_bootstrap([np.stack(a_seeds), np.stack(b_seeds)], clusters, metric_statistic(names), spec,
+                            paired_seeds)
+
+
+def ratio_delta(a_seeds: Sequence[np.ndarray], b_seeds: Sequence[np.ndarray], clusters: Sequence[str],
+                spec: BootstrapSpec = DEFAULT_BOOTSTRAP, paired_seeds: bool = False, num: int = 1,
+                den: int = 0) -> tuple:
+    """sum(column ``num``) / sum(column ``den``) of arm A minus arm B (e.g. first-error step accuracy among rejected
+    invalid proofs), with the clustered CI of ``eval.stats.paired_bootstrap``."""
+    return paired_bootstrap([np.stack(a_seeds), np.stack(b_seeds)], clusters,
+                            lambda s: safe_ratio(s[..., num], s[..., den]), spec, paired_seeds)
 
 
 def _counts_of(name: str, total: dict[str, int]) -> dict[str, int]:

@@ -23,6 +23,8 @@ from verifier.results import (
     HEADLINE,
     WandbConfig,
     init_run,
+    ladder_group,
+    ladder_wandb,
     log_images,
     log_table,
     metric_value,
@@ -34,14 +36,28 @@ from verifier.results import (
 # --------------------------------------------------------------------------- ablation sweeps
 
 
+# Table 3's rows in the paper's order (section 5.4): a sweep directory is reported in this order
+LADDER_ROWS = ("base", "rough_rl", "meta_ver_rl", "extra_ann", "pos_aug", "pess_ver")
+
+
+def ladder_order(name: str) -> tuple[int, str]:
+    """Sort key of a run directory name: the ladder's rows in Table 3's order, then any other name by name.
+
+    >>> sorted(["zeta", "pess_ver", "base", "alpha", "rough_rl"], key=ladder_order)
+    ['base', 'rough_rl', 'pess_ver', 'alpha', 'zeta']
+    """
+    return (LADDER_ROWS.index(name), "") if name in LADDER_ROWS else (len(LADDER_ROWS), name)
+
+
 def find_runs(paths: Sequence[str | os.PathLike]) -> list[Path]:
-    """Run directories: each path that holds metrics.json, or its subdirectories that do (sorted)."""
+    """Run directories: each path that holds metrics.json, or its subdirectories that do (the ladder's rows in
+    Table 3's order, ``LADDER_ROWS``, then any other subdirectory by name); explicit paths keep their order."""
     runs: list[Path] = []
     for p in map(Path, paths):
         if (p / "metrics.json").exists():
             runs.append(p)
         elif p.is_dir():
-            subs = sorted(d for d in p.iterdir() if (d / "metrics.json").exists())
+            subs = sorted((d for d in p.iterdir() if (d / "metrics.json").exists()), key=lambda d: ladder_order(d.name))
             if not subs:
                 raise FileNotFoundError(f"{p}: no metrics.json in it or in its subdirectories")
             runs += subs
@@ -124,7 +140,7 @@ class ReportConfig:
     base: str | None = None  # label of the base row (default: first run)
     labels: list[str] | None = None  # row labels (default: run directory names)
     title: str = "Ablation on the held-out verification set"
-    wandb: WandbConfig = field(default_factory=lambda: WandbConfig(enabled=False))
+    wandb: WandbConfig = field(default_factory=ladder_wandb)  # the ladder's project; group: the runs' folder
 
 
 def run(cfg: ReportConfig) -> dict[str, Any]:
@@ -151,9 +167,8 @@ def run(cfg: ReportConfig) -> dict[str, Any]:
     write_markdown(out, md, "ablation.md")
     write_metrics(out, table, "ablation.json")
     print("\n".join(ablation_markdown(table)))
-    if cfg.wandb.enabled:
-
-        r = init_run(cfg.wandb, asdict(cfg), out, job_type="report")
+    if cfg.wandb.enabled:  # the ladder's project and group: the one the rows' training runs logged to
+        r = init_run(cfg.wandb, asdict(cfg), out, job_type="report", group=ladder_group(cfg.wandb, *dirs))
         try:
             log_table(r, "ablation", [{"label": row["label"], **{m: row["values"][m] for m in metrics},
                                        **{f"delta {m}": row["deltas"][m] for m in metrics}} for row in table["rows"]])

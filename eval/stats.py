@@ -9,8 +9,12 @@ The fast path works on per-record count vectors: every headline metric of this p
 (TPR, TNR, Balanced F1, accuracies, acceptance rates) is a function of column sums, so
 one bootstrap is one fancy-indexing sum over ``B x C`` cluster draws.
 
-``cluster_bootstrap`` is the vectorised engine; ``bootstrap_ci`` wraps it for any
-statistic of rows (slower, for statistics that are not functions of sums).
+``paired_bootstrap`` is the project's one bootstrap: paired (two arms on the same records
+draw the same problems), clustered by problem, with an optional seed level (each arm's training seeds resampled
+with the problems, or seed pairs kept together). Every bench (``eval.metrics.metric_deltas`` / ``ratio_delta``,
+``mean_delta_ci``), the demo's ladder and the eval reports (``bootstrap_sums`` / ``cluster_bootstrap``: one arm of
+one seed) resample through its engine (``_resample``). ``two_level_bootstrap_ci`` is the items x replicates
+design of ProofJudge (replicates resampled within each item).
 """
 
 from __future__ import annotations
@@ -101,9 +105,7 @@ def bootstrap_sums(values: np.ndarray, clusters: Sequence[Hashable],
     sums = cluster_sums(values, clusters)
     if len(sums) == 0 or spec.n <= 0:
         return None
-    rng = np.random.default_rng(spec.seed)
-    draws = rng.integers(0, len(sums), size=(spec.n, len(sums)))
-    return sums[draws].sum(axis=1)
+    return _resample([sums[None]], spec)[0]  # the one engine, one arm of one seed (clusters in first-seen order)
 
 
 def percentile_ci(stats: np.ndarray, level: float = 0.95) -> tuple[float | None, float | None]:
@@ -121,55 +123,152 @@ def percentile_ci(stats: np.ndarray, level: float = 0.95) -> tuple[float | None,
     return float(round(lo, 12)), float(round(hi, 12))
 
 
-def bootstrap_ci(
-    rows: Sequence[Any],
-    clusters: Sequence[Hashable],
-    statistic: Callable[[list[Any]], float | None],
-    spec: BootstrapSpec = DEFAULT_BOOTSTRAP,
-) -> tuple[float | None, float | None]:
-    """Percentile CI for any statistic of a list of rows (pure Python; for non-additive statistics).
+class BootstrapInputError(InputError):
+    """Inputs the paired bootstrap cannot resample (one problem, records without a pair, seeds that do not pair)."""
 
-    >>> rows = [1, 1, 1, 0, 1, 1, 0, 1]
-    >>> lo, hi = bootstrap_ci(rows, list(range(8)), lambda r: sum(r) / len(r), BootstrapSpec(n=300))
-    >>> lo <= 0.75 <= hi
-    True
-    """
-    groups: dict[Hashable, list[Any]] = {}
-    for r, c in zip(rows, clusters, strict=True):
-        groups.setdefault(c, []).append(r)
-    keys = list(groups)
-    if not keys or spec.n <= 0:
-        return None, None
+
+def _cluster_codes(clusters: Sequence[Hashable]) -> tuple[np.ndarray, int]:
+    """Cluster index of every record, clusters in sorted order (first-seen order for unsortable keys)."""
+    try:
+        keys = sorted(set(clusters))
+    except TypeError:
+        keys = list(dict.fromkeys(clusters))
+    index = {k: i for i, k in enumerate(keys)}
+    return np.array([index[c] for c in clusters], dtype=int), len(keys)
+
+
+def _as_arm(values: Any, i: int) -> np.ndarray:
+    """One arm as [S, N, K] (S seeds, N records, K columns): [N] and [N, K] are one seed."""
+    a = np.asarray(values, dtype=float)
+    if a.ndim == 1:
+        a = a[None, :, None]
+    elif a.ndim == 2:
+        a = a[None]
+    elif a.ndim != 3:
+        raise BootstrapInputError(f"paired bootstrap: arm {i} has shape {a.shape}; want [N], [N, K] or [S, N, K]")
+    if a.shape[0] == 0:
+        raise BootstrapInputError(f"paired bootstrap: arm {i} has no seeds")
+    return a
+
+
+def _resample(per_problem: list[np.ndarray], spec: BootstrapSpec, paired_seeds: bool = False) -> list[np.ndarray]:
+    """The resampling of ``paired_bootstrap`` (and ``bootstrap_sums``): arms [S, C, K] of per-problem sums ->
+    each arm's sums [spec.n, K] over the drawn problems (shared by the arms) and the drawn seeds of each arm."""
     rng = np.random.default_rng(spec.seed)
-    out = []
-    for draw in rng.integers(0, len(keys), size=(spec.n, len(keys))):
-        sample = [r for i in draw for r in groups[keys[i]]]
-        v = statistic(sample)
-        if v is not None and np.isfinite(v):
-            out.append(v)
-    if not out:
-        return None, None
-    a = (1 - spec.level) / 2
-    lo, hi = np.quantile(out, [a, 1 - a])
-    return float(lo), float(hi)
+    n_clusters = per_problem[0].shape[1]
+    P = rng.integers(0, n_clusters, size=(spec.n, n_clusters))
+    if len(per_problem) == 1 and per_problem[0].shape[0] == 1:  # one arm, one seed: the problems alone
+        return [per_problem[0][0][P].sum(axis=1)]
+    seeds = [rng.integers(0, per_problem[0].shape[0], size=(spec.n, per_problem[0].shape[0]))]
+    for p in per_problem[1:]:
+        seeds.append(seeds[0] if paired_seeds else rng.integers(0, p.shape[0], size=(spec.n, p.shape[0])))
+    return [p[s[:, :, None], P[:, None, :]].sum((1, 2)) for p, s in zip(per_problem, seeds)]
 
 
-def paired_delta_ci(before: Sequence[float], after: Sequence[float], n: int = 1000, seed: int = 0,
-                    level: float = 0.95) -> tuple[float, float, float]:
-    """Mean of ``after - before`` over paired records and its percentile bootstrap CI (records resampled).
+def paired_bootstrap(
+    arms: Sequence[Any],
+    clusters: Sequence[Hashable],
+    statistic: Callable[[np.ndarray], Any],
+    spec: BootstrapSpec = DEFAULT_BOOTSTRAP,
+    paired_seeds: bool = False,
+) -> Any:
+    """The project's one bootstrap: paired, clustered by problem, with an optional seed level.
 
-    >>> d, lo, hi = paired_delta_ci([0.5, 0.5, 0.5, 0.5], [0.7, 0.6, 0.8, 0.7], n=200)
+    ``arms`` holds one or two arms; each is per-record values [N], [N, K] or [S, N, K] (S training seeds),
+    the N records in the same order in every arm (record i of both arms is the same proof: a paired design)
+    and ``clusters[i]`` the problem of record i. ``statistic`` maps column sums [..., K] to a value [...]
+    (an array, or a dict name -> array), e.g. ``s[..., 1] / s[..., 0]``; NaN marks an undefined replicate
+    (dropped). One arm: the statistic; two arms: statistic(A) - statistic(B).
+
+    Each of ``spec.n`` replicates draws problems with replacement (the same problems for every arm: all of a
+    problem's records, seeds and passes stay together) and, at the seed level, the seed indices of each arm
+    with replacement: independently per arm, or with ``paired_seeds`` one draw for all arms (seed k of A with
+    seed k of B, arms that share seed k's sampling); an arm of one seed keeps it. The point is the statistic of
+    all sums (every seed, every record). Returns ``(point, lo, hi)`` (percentile interval at ``spec.level``;
+    ``lo``, ``hi`` None when ``spec.n`` is 0 or every replicate is undefined), or ``{name: (point, lo, hi)}``.
+
+    Random draws (``numpy.random.default_rng(spec.seed)``): problems [n, C] first, then the seeds of arm A
+    [n, S_A], then (unless paired) of arm B [n, S_B]; clusters in sorted order.
+
+    Inputs the bootstrap cannot resample raise ``BootstrapInputError``: fewer than two problems, arms of other
+    records (a record without its pair) or a non-finite value (a missing record), paired seeds of unequal number.
+
+    >>> after, before = np.c_[[0.7, 0.6, 0.8, 0.7], [1] * 4], np.c_[[0.5] * 4, [1] * 4]  # [value, count] columns
+    >>> d, lo, hi = paired_bootstrap([after, before], ["p", "q", "r", "s"], mean_statistic, BootstrapSpec(n=200))
     >>> round(d, 3), lo > 0
     (0.2, True)
     """
-    b, a = np.asarray(before, float), np.asarray(after, float)
-    if b.shape != a.shape or not len(b):
-        raise ValueError(f"paired_delta_ci: {len(b)} before and {len(a)} after values (need the same records)")
-    d = a - b
-    rng = np.random.default_rng(seed)
-    means = d[rng.integers(0, len(d), size=(n, len(d)))].mean(axis=1)
-    lo, hi = percentile_ci(means, level)
-    return float(d.mean()), float(lo), float(hi)
+    if not 1 <= len(arms) <= 2:
+        raise BootstrapInputError(f"paired bootstrap: {len(arms)} arms (one arm, or two for a difference)")
+    A = [_as_arm(a, i) for i, a in enumerate(arms)]
+    n_rec = len(clusters)
+    for i, a in enumerate(A):
+        if a.shape[1] != n_rec:
+            raise BootstrapInputError(f"paired bootstrap: missing pairs: arm {i} has {a.shape[1]} records for "
+                                      f"{n_rec} problem keys (every record needs its value in every arm)")
+        if a.shape[2] != A[0].shape[2]:
+            raise BootstrapInputError(f"paired bootstrap: arm {i} has {a.shape[2]} columns, arm 0 {A[0].shape[2]}")
+        bad = ~np.isfinite(a)
+        if bad.any():
+            s, r, _ = np.argwhere(bad)[0]
+            raise BootstrapInputError(f"paired bootstrap: missing pairs: arm {i}, seed {s}, record {r} is not a "
+                                      f"number ({a[s, r, 0]}); drop the record from every arm")
+    codes, n_clusters = _cluster_codes(clusters)
+    if n_clusters < 2:
+        raise BootstrapInputError(f"paired bootstrap: {n_clusters} problem(s); resampling problems needs at least 2")
+    if paired_seeds and len({a.shape[0] for a in A}) > 1:
+        raise BootstrapInputError("paired bootstrap: paired seeds need the same seeds in every arm "
+                                  f"({' vs '.join(str(a.shape[0]) for a in A)} runs)")
+    per_problem = []
+    for a in A:  # [S, C, K]: each problem's sums under each seed
+        out = np.zeros((a.shape[0], n_clusters, a.shape[2]))
+        for s in range(a.shape[0]):
+            np.add.at(out[s], codes, a[s])
+        per_problem.append(out)
+
+    def contrast(sums: list[np.ndarray]) -> Any:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            vals = [statistic(x) for x in sums]
+        if len(vals) == 1:
+            return vals[0]
+        if isinstance(vals[0], dict):
+            return {k: np.asarray(vals[0][k], float) - np.asarray(vals[1][k], float) for k in vals[0]}
+        return np.asarray(vals[0], float) - np.asarray(vals[1], float)
+
+    point = contrast([p.sum((0, 1)) for p in per_problem])
+    boot = contrast(_resample(per_problem, spec, paired_seeds)) if spec.n > 0 else None
+
+    def triple(pt: Any, bs: Any) -> tuple[float, float | None, float | None]:
+        lo, hi = (None, None) if bs is None else percentile_ci(np.asarray(bs, float), spec.level)
+        return float(pt), lo, hi
+
+    if isinstance(point, dict):
+        return {k: triple(point[k], None if boot is None else boot[k]) for k in point}
+    return triple(point, boot)
+
+
+def mean_statistic(sums: np.ndarray) -> np.ndarray:
+    """The mean of a per-record value from sums of [value, count] columns (``mean_delta_ci``'s statistic)."""
+    return safe_ratio(sums[..., 0], sums[..., 1])
+
+
+def _with_count(values: Any) -> np.ndarray:
+    v = np.asarray(values, dtype=float)
+    return np.stack([v, np.ones_like(v)], axis=-1)
+
+
+def mean_delta_ci(after: Any, before: Any | None, clusters: Sequence[Hashable],
+                  spec: BootstrapSpec = DEFAULT_BOOTSTRAP, paired_seeds: bool = False
+                  ) -> tuple[float, float | None, float | None]:
+    """Mean of a per-record value (``before`` None) or the paired difference ``after - before`` of means, with
+    the clustered (problems, seeds) CI of ``paired_bootstrap``. ``after``/``before`` are [N] or [S, N] (seeds).
+
+    >>> d, lo, hi = mean_delta_ci([0.7, 0.6, 0.8, 0.7], [0.5] * 4, ["a", "a", "b", "b"], BootstrapSpec(n=200))
+    >>> round(d, 3), lo > 0
+    (0.2, True)
+    """
+    arms = [_with_count(after)] + ([] if before is None else [_with_count(before)])
+    return paired_bootstrap(arms, clusters, mean_statistic, spec, paired_seeds)
 
 
 def safe_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:

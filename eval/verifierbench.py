@@ -21,7 +21,7 @@ endpoint: how ``training/grpo.py`` evaluates its saved ``DIR/final`` on the held
 4. Scoring (``eval.metrics``, as ``eval.score`` does) on the runner's results in memory: ``DIR/metrics.json``, ``DIR/report.md``, plots, W&B
    (``verifier.results``). ``grade_every_pass=true`` also meta-grades every pass: ``per_pass``
    (each pass scored as its own verdict), ``mean_reward`` (the GRPO meta reward per pass,
-   unparseable = 0), ``per_record_reward`` and ``parse_failure_rate`` in metrics.json.
+   unparseable = 0), ``per_record_reward``, ``per_record_problem`` and ``parse_failure_rate`` in metrics.json.
 """
 
 from __future__ import annotations
@@ -192,7 +192,8 @@ def grade_passes(records: Sequence[ProofTrajectory], judged: dict[str, Judgment]
 
     Returns ``per_pass`` (each pass scored as its own verdict: single-pass TPR / TNR / Balanced F1),
     ``mean_reward`` (over passes), ``per_record_reward`` (mean over each record's passes, in
-    record order) and ``parse_failure_rate``.
+    record order), ``per_record_problem`` (each of those records' ``problem_id``: the clusters of a paired
+    bootstrap of two runs' rewards, ``eval.stats.mean_delta_ci``) and ``parse_failure_rate``.
     """
     scored = [t for t in records if t.id in judged]
     judgments = [judged[t.id] for t in scored]
@@ -213,7 +214,8 @@ def grade_passes(records: Sequence[ProofTrajectory], judged: dict[str, Judgment]
         per_record.append(sum(rec) / len(rec) if rec else 0.0)
     per_pass = score_predictions(pp_gold, pp_preds, dataclasses.replace(opts, breakdowns=(), k_curve=False))
     return {"per_pass": flatten(per_pass), "mean_reward": sum(rewards) / max(1, len(rewards)),
-            "per_record_reward": per_record, "parse_failure_rate": unparsed / max(1, len(rewards))}
+            "per_record_reward": per_record, "per_record_problem": [t.problem_id for t in scored],
+            "parse_failure_rate": unparsed / max(1, len(rewards))}
 
 
 @holds_output()

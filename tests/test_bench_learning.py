@@ -29,6 +29,21 @@ def _gold():
                               fatal_kinds=["wrong_operand", "wrong_final"])
 
 
+def _meta_f1_delta(gold, a, b, n, paired=False):
+    """meta - rough style difference in Meta BF1 (``eval.metrics.metric_deltas``, the bench's interval)."""
+    from eval.metrics import metric_deltas
+    from eval.stats import BootstrapSpec
+
+    return metric_deltas(a, b, [t.problem_id for t in gold], BootstrapSpec(n=n, seed=0), paired)["meta.balanced_f1"]
+
+
+def _ratio_delta(gold, a, b, n, paired=False):
+    from eval.metrics import ratio_delta
+    from eval.stats import BootstrapSpec
+
+    return ratio_delta(a, b, [t.problem_id for t in gold], BootstrapSpec(n=n, seed=0), paired)
+
+
 def _preds(tmp_path, gold, name, step_right: bool):
     """Predictions with the right polarity everywhere; the first error step right or one step too far."""
     from verifier.io import write_jsonl
@@ -52,9 +67,9 @@ def test_meta_f1_difference_and_ci(bench, tmp_path):
     good = bench.record_counts(gold, _preds(tmp_path, gold, "good", True))
     poor = bench.record_counts(gold, _preds(tmp_path, gold, "poor", False))
     # same polarity: Rough identical; the poor arm locates no error: Meta TNR 0, Meta BF1 0
-    d, lo, hi = bench.meta_f1_delta_ci(gold, [good, good, good], [poor, poor, poor], n=200, seed=0)
+    d, lo, hi = _meta_f1_delta(gold, [good, good, good], [poor, poor, poor], n=200)
     assert d == pytest.approx(1.0) and lo == pytest.approx(1.0) and hi == pytest.approx(1.0)
-    d, lo, hi = bench.meta_f1_delta_ci(gold, [good, poor], [good, poor], n=300, seed=0)
+    d, lo, hi = _meta_f1_delta(gold, [good, poor], [good, poor], n=300)
     assert d == pytest.approx(0.0) and lo < 0 < hi  # the seed resampling widens the CI of identical arms
     pooled = bench.pooled_metrics(gold, [good, poor], None)
     assert pooled["rough.balanced_f1"]["value"] == pytest.approx(1.0)
@@ -75,9 +90,9 @@ def test_first_error_step_accuracy_among_rejected_invalid_proofs(bench, tmp_path
     n_invalid = sum(not t.annotation.is_valid for t in gold)
     assert good[:, 0].sum() == poor[:, 0].sum() == n_invalid  # every invalid proof rejected by both
     assert good[:, 1].sum() == n_invalid and poor[:, 1].sum() == 0
-    d, lo, hi = bench.ratio_delta_ci(gold, [good] * 5, [poor] * 5, n=200, seed=0)
+    d, lo, hi = _ratio_delta(gold, [good] * 5, [poor] * 5, n=200)
     assert d == pytest.approx(1.0) and lo == pytest.approx(1.0)
-    d, lo, hi = bench.ratio_delta_ci(gold, [good, poor], [poor, good], n=300, seed=0)
+    d, lo, hi = _ratio_delta(gold, [good, poor], [poor, good], n=300)
     assert d == pytest.approx(0.0) and lo < 0 < hi
 
 
@@ -132,7 +147,10 @@ def test_every_metric_difference_has_a_ci(bench, tmp_path):
     gold = _gold()
     good = bench.record_counts(gold, _preds(tmp_path, gold, "good", True))
     poor = bench.record_counts(gold, _preds(tmp_path, gold, "poor", False))
-    d = bench.metric_deltas_ci(gold, [good, good], [poor, poor], n=200, seed=0)
+    from eval.metrics import metric_deltas
+    from eval.stats import BootstrapSpec
+
+    d = metric_deltas([good, good], [poor, poor], [t.problem_id for t in gold], BootstrapSpec(n=200, seed=0))
     assert set(d) == {f"{lv}.{m}" for lv in ("rough", "meta") for m in ("tpr", "tnr", "balanced_f1")}
     for k in ("rough.tpr", "rough.tnr", "rough.balanced_f1", "meta.tpr"):
         assert d[k] == pytest.approx((0.0, 0.0, 0.0)), k
@@ -157,16 +175,18 @@ def test_paired_seeds_keep_seed_k_of_both_arms_together(bench, tmp_path):
     gold = _gold()
     good = bench.record_counts(gold, _preds(tmp_path, gold, "good", True))
     poor = bench.record_counts(gold, _preds(tmp_path, gold, "poor", False))
-    d, lo, hi = bench.meta_f1_delta_ci(gold, [good, poor, good], [good, poor, good], n=300, seed=0)
+    d, lo, hi = _meta_f1_delta(gold, [good, poor, good], [good, poor, good], n=300)
     assert d == 0 and lo < 0 < hi  # unpaired: seed resampling per arm
-    assert bench.meta_f1_delta_ci(gold, [good, poor, good], [good, poor, good], n=300, seed=0,
-                                  paired=True) == pytest.approx((0.0, 0.0, 0.0))
-    ld, llo, _ = bench.ratio_delta_ci(gold, *[[bench.localisation_rows(gold, _preds(tmp_path, gold, n, r))
-                                               for n, r in (("a", True), ("b", False), ("c", True))]] * 2,
-                                      n=300, seed=0, paired=True)
+    assert _meta_f1_delta(gold, [good, poor, good], [good, poor, good], n=300,
+                          paired=True) == pytest.approx((0.0, 0.0, 0.0))
+    ld, llo, _ = _ratio_delta(gold, *[[bench.localisation_rows(gold, _preds(tmp_path, gold, n, r))
+                                       for n, r in (("a", True), ("b", False), ("c", True))]] * 2,
+                              n=300, paired=True)
     assert (ld, llo) == (0.0, 0.0)
-    with pytest.raises(SystemExit, match="same seeds"):
-        bench.meta_f1_delta_ci(gold, [good, poor], [good], n=10, seed=0, paired=True)
+    from eval.stats import BootstrapInputError
+
+    with pytest.raises(BootstrapInputError, match="same seeds"):
+        _meta_f1_delta(gold, [good, poor], [good], n=10, paired=True)
 
 
 def test_suite_last_line_takes_rewards_from_item_3_and_the_comparison_from_item_4(bench):

@@ -272,6 +272,40 @@ def test_grpo_sbatch_on_four_nodes_uses_every_gpu(tmp_path):
     assert "--reasoning-parser,qwen3" in " ".join(serve)  # the thinking meta-verifier's parser
 
 
+def _reasoning_parser(serve: list[str]) -> str | None:
+    """The ``--reasoning-parser`` a ``verifier.serve`` word list passes to vLLM (``extra_args=[...]``), or None."""
+    for w in serve:
+        m = re.fullmatch(r"extra_args=\[(.*)\]", w)
+        if m:
+            args = [a.strip() for a in m.group(1).split(",")]
+            if "--reasoning-parser" in args:
+                return args[args.index("--reasoning-parser") + 1]
+    return None
+
+
+def test_meta_verifier_sbatch_and_runbook_serve_with_the_same_reasoning_parser(tmp_path):
+    """Issue 42 item 5: the standalone meta-verifier (meta_verifier.sbatch, its DRY_RUN step), the runbook's
+    meta-verifier step (docs/cluster.md step 11 and every Qwen3 meta-verifier command written there) and
+    grpo.sbatch's meta-verifier all serve the thinking Qwen3 judge with ``--reasoning-parser qwen3``."""
+    (tmp_path / "meta").mkdir()
+    (step,) = dry_run(SLURM / "meta_verifier.sbatch", [], ["Qwen/Qwen3-30B-A3B", "8001"], tmp_path / "meta")
+    (tmp_path / "grpo").mkdir()
+    grpo = dry_run(SLURM / "grpo.sbatch", ["--nodes=4"], ["experiment=meta_ver_rl", "model=qwen3_8b",
+                                                           "data.root=/data/grpo", "output_dir=/x"], tmp_path / "grpo")
+    grpo_serve = next(s for s in grpo if "verifier.serve" in s)
+    docs = [shlex.split(c) for c in doc_commands() if c.startswith("python -m verifier.serve")
+            and "served_model_name=meta-verifier" in c and "model=Qwen/Qwen3" in c]
+    runbook = re.search(r"\*\*\d+\. The meta-verifier server\*\*.*?```bash\n(.*?)```", DOCS.read_text(), re.S)
+    assert runbook and docs, "no meta-verifier step in docs/cluster.md"
+    docs.append(shlex.split(_join(runbook.group(1).splitlines())[0]))
+    assert _reasoning_parser(grpo_serve) == "qwen3"
+    assert _reasoning_parser(step) == _reasoning_parser(grpo_serve), step
+    for cmd in docs:
+        assert _reasoning_parser(cmd) == _reasoning_parser(step), cmd
+    # the same model the runbook serves is the script's default
+    assert "model=Qwen/Qwen3-30B-A3B" in step and "model=Qwen/Qwen3-30B-A3B" in docs[-1]
+
+
 def check_sweep(args: list[str], tmp: Path, env_extra: dict | None = None):
     """Run launch/slurm/sweep.sh with a PYTHON that prints its arguments; check every job of the sweep."""
     import os
@@ -306,6 +340,105 @@ def check_grpo_sweep(overrides: list[str]):
         cfgs.append(cfg)
     assert len({c.experiment_name for c in cfgs}) == 6
     return cfgs
+
+
+FRONT = ("data_pipeline.curate", "data_pipeline.candidates", "data_pipeline.selection", "data_pipeline.annotate",
+         "data_pipeline.simulated_expert", "data_pipeline.augment")
+
+
+def check_front(module: str, overrides: list[str], cmd: str) -> str:
+    """The front of the pipeline (runbook steps 2-7): each command composes with real-model budgets."""
+    from data_pipeline.annotate import AnnotateConfig
+    from data_pipeline.augment import AugmentConfig
+    from data_pipeline.candidates import CandidatesConfig
+    from data_pipeline.curate import CurateConfig
+    from data_pipeline.selection import SelectConfig
+    from data_pipeline.simulated_expert import SimulatedExpertConfig
+
+    if module == "data_pipeline.annotate":  # the first word is the action (data_pipeline.annotate.main)
+        assert overrides and overrides[0] in ("export", "import"), cmd
+        overrides = [f"action={overrides[0]}", *overrides[1:]]
+    name, schema = {"data_pipeline.curate": ("curate", CurateConfig),
+                    "data_pipeline.candidates": ("candidates", CandidatesConfig),
+                    "data_pipeline.selection": ("select", SelectConfig),
+                    "data_pipeline.annotate": ("annotate", AnnotateConfig),
+                    "data_pipeline.simulated_expert": ("simulated_expert", SimulatedExpertConfig),
+                    "data_pipeline.augment": ("augment", AugmentConfig)}[module]
+    c = _compose(name, schema, overrides)
+    assert c.out, cmd
+    if name == "curate":
+        assert c.input and c.rules, cmd
+    if name == "candidates":  # several generators, iterative revision criticised by a verifier
+        assert c.problems and len(c.generators) >= 2 and len({g.model for g in c.generators}) == len(c.generators), cmd
+        assert not c.temperatures or len(c.temperatures) == len(c.generators), cmd
+        assert c.rounds >= 1 and c.critic == "verifier" and c.critique.n >= 1 and c.verifier.model, cmd
+        assert c.max_tokens >= 1024 and (c.critique.max_tokens or 0) >= 1024, cmd
+    if name == "select":  # every pass (the entropy needs them all), a budget
+        assert c.trajectories and not c.judgments and c.judge.n >= 2 and not c.judge.early_stop, cmd
+        assert c.budget and c.judge.max_tokens >= 1024, cmd
+    if name == "annotate":
+        assert c.action == "export" and c.queue, cmd
+    if name == "simulated_expert":
+        assert c.tasks and c.budget >= 1, cmd
+    if name == "augment":  # the pessimistic check by a verifier pool (exact: the synthetic task only)
+        assert c.input and c.check == "verifiers" and len(c.verifiers) >= 1, cmd
+        assert c.verify.policy == "pessimistic" and c.verify.n >= 2 and c.verify.max_tokens >= 1024, cmd
+        assert c.max_tokens >= 1024, cmd
+    return "front"
+
+
+def runbook_row(experiment: str, tmp: Path):
+    """The composed config of one ladder row as the runbook's sweep (step 12, ``SWEEP_DIR=... sweep.sh``) runs it."""
+    cmd = next(c for c in doc_commands() if re.match(r"SWEEP_DIR=\S+ launch/slurm/sweep.sh ", c))
+    words = shlex.split(cmd)
+    env = {}
+    while re.match(r"^[A-Z_]+=", words[0]):
+        k, _, v = words.pop(0).partition("=")
+        env[k] = v
+    (tmp / "sweep_row").mkdir(exist_ok=True)
+    return next(c for c in check_sweep(words[1:], tmp / "sweep_row", env) if c.experiment_name == experiment)
+
+
+def compose_verifierbench(overrides: list[str], tmp: Path):
+    """An ``eval.verifierbench`` command composed; a ``verifier_run_dir=SWEEP_DIR/<row>`` of the runbook is given the
+    verifier card that row writes (``training.grpo.verifier_card`` of its composed config), under ``tmp``."""
+    from eval.verifierbench import VerifierBenchConfig
+    from training.grpo import verifier_card
+    from verifier.card import write_card
+
+    out = []
+    for o in overrides:
+        if o.startswith("verifier_run_dir="):
+            row = tmp / "cards" / Path(o.partition("=")[2]).name
+            row.mkdir(parents=True, exist_ok=True)
+            write_card(row, verifier_card(runbook_row(row.name, tmp), []))
+            o = f"verifier_run_dir={row}"
+        out.append(o)
+    return _compose("verifierbench", VerifierBenchConfig, out)
+
+
+def test_runbook_benchmark_step_judges_with_the_held_out_budgets(tmp_path):
+    """Issue 42 item 5: docs/cluster.md step 15 (``eval.verifierbench`` on the served pos_aug verifier) judges with the
+    budgets of the ladder's own held-out evaluation (``training.heldout.heldout_config`` of the sweep's pos_aug row):
+    the verifier's ``judge.max_tokens`` (one default, ``training.config.HELDOUT_MAX_TOKENS``, through the run's card)
+    and the meta-verifier's ``meta.endpoint.max_tokens`` / ``timeout_s`` (the reward's, ``profile=cluster``)."""
+    from training.config import HELDOUT_MAX_TOKENS, GRPORunConfig
+    from training.heldout import heldout_config
+
+    (cmd,) = [c for c in doc_commands() if c.startswith("python -m eval.verifierbench")]
+    bench = compose_verifierbench(shlex.split(cmd)[3:], tmp_path)
+    row = runbook_row("pos_aug", tmp_path)
+    held = heldout_config(row, tmp_path / "heldout", tmp_path / "held_out.jsonl", "/scratch/sweep/pos_aug/final")
+    assert HELDOUT_MAX_TOKENS == 16384 and GRPORunConfig().eval.judge.max_tokens == HELDOUT_MAX_TOKENS
+    assert bench.judge.max_tokens == held.judge.max_tokens == row.eval.judge.max_tokens == HELDOUT_MAX_TOKENS
+    assert bench.judge.max_tokens >= row.grpo.max_completion_length
+
+    def meta_budget(c):  # the endpoint's max_tokens wins over the caller's
+        return c.meta.endpoint.max_tokens or c.meta.max_tokens
+
+    assert meta_budget(bench) == meta_budget(held) == 8192, (meta_budget(bench), meta_budget(held))
+    assert bench.meta.endpoint.timeout_s == held.meta.endpoint.timeout_s
+    assert bench.meta.kind == held.meta.kind == "llm" and bench.meta.endpoint.model == held.meta.endpoint.model
 
 
 def check_command(cmd: str, tmp: Path) -> str:
@@ -381,11 +514,12 @@ def check_command(cmd: str, tmp: Path) -> str:
         if name == "grpo_data":  # the layout data.root reads: ROOT/<variant>, held-out beside it
             assert Path(c.out).name == c.variant and c.held_out == f"{Path(c.out).parent}/held_out.jsonl", cmd
         return "data"
+    if words[:2] == ["python", "-m"] and words[2] in FRONT:
+        return check_front(words[2], words[3:], cmd)
     if words[:3] == ["python", "-m", "eval.verifierbench"]:
-        from eval.verifierbench import VerifierBenchConfig
         from verifier.serve import RUN_SERVED_NAME
 
-        c = _compose("verifierbench", VerifierBenchConfig, words[3:])
+        c = compose_verifierbench(words[3:], tmp)
         assert c.verifier.model == RUN_SERVED_NAME and c.meta.endpoint.model == "meta-verifier", cmd
         return "verifierbench"
     if words[:2] == ["trl", "vllm-serve"]:  # TRL's generation server: the policy and its parallelism
@@ -411,7 +545,8 @@ def test_the_written_commands_cover_every_kind(tmp_path):
     for i, (_, c) in enumerate(ALL_COMMANDS):
         (tmp_path / str(i)).mkdir()
         kinds.add(check_command(c, tmp_path / str(i)))
-    assert {"grpo", "sft", "serve", "sweep", "sweep.sh", "sbatch grpo", "sbatch meta", "report", "install", "proverbench"} <= kinds
+    assert {"grpo", "sft", "serve", "sweep", "sweep.sh", "sbatch grpo", "sbatch meta", "report", "install", "proverbench",
+            "front"} <= kinds
     assert any(w.startswith("launch/slurm/grpo.sbatch") for w, _ in ALL_COMMANDS)
     assert any(w.startswith("launch/slurm/sweep.sh") for w, _ in ALL_COMMANDS)
 

@@ -80,8 +80,8 @@ def test_ablation_deltas_against_base(tmp_path):
                 assert row["deltas"][m] is None
             else:
                 assert row["deltas"][m] == pytest.approx(100 * (v - b), abs=1e-3)
-    # CLI over the sweep directory (expanded to its run subdirectories, sorted)
-    assert [d.name for d in find_runs([tmp_path / "sweep"])] == ["+Meta-Ver-RL", "+Pessimistic", "base"]
+    # CLI over the sweep directory (expanded to its run subdirectories: the ladder's rows first, then by name)
+    assert [d.name for d in find_runs([tmp_path / "sweep"])] == ["base", "+Meta-Ver-RL", "+Pessimistic"]
     out = tmp_path / "ablation"
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
     p = subprocess.run([sys.executable, "-m", "eval.report", f"runs={tmp_path / 'sweep'}", f"out={out}",
@@ -93,6 +93,38 @@ def test_ablation_deltas_against_base(tmp_path):
     saved = json.loads((out / "ablation.json").read_text())
     assert saved["base"] == "base" and len(saved["rows"]) == 3
     assert (out / "ablation.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_sweep_directory_is_reported_in_the_ladders_order(tmp_path, monkeypatch):
+    """Issue 42 item 5: runs=[SWEEP_DIR] lists Table 3's rows in the ladder's order (base, rough_rl, meta_ver_rl,
+    extra_ann, pos_aug, pess_ver), not alphabetically nor in the file system's order; other rows come after,
+    by name; explicit run paths keep the order given."""
+    import random
+
+    import eval.report
+
+    ladder = ["base", "rough_rl", "meta_ver_rl", "extra_ann", "pos_aug", "pess_ver"]
+    for name in [*ladder, "zz_extra", "a_extra"]:
+        write_metrics(tmp_path / "sweep" / name, _doc(0.5, 0.5))
+    (tmp_path / "sweep" / "no_metrics").mkdir()
+    iterdir = Path.iterdir
+
+    def shuffled(self):
+        listing = list(iterdir(self))
+        random.Random(len(listing)).shuffle(listing)
+        return iter(listing)
+
+    monkeypatch.setattr(Path, "iterdir", shuffled)
+    want = [*ladder, "a_extra", "zz_extra"]
+    assert [d.name for d in find_runs([tmp_path / "sweep"])] == want
+    table = run(compose("report", ReportConfig, [f"runs=[{tmp_path / 'sweep'}]", f"out={tmp_path / 'o'}",
+                                                 "wandb.enabled=false"]))
+    assert [r["label"] for r in table["rows"]] == want and table["base"] == "base"
+    md = (tmp_path / "o" / "ablation.md").read_text()
+    assert [md.index(f"| {n}") for n in want] == sorted(md.index(f"| {n}") for n in want)
+    explicit = [tmp_path / "sweep" / n for n in ("pos_aug", "base")]
+    assert find_runs(explicit) == explicit
+    assert list(eval.report.LADDER_ROWS) == ladder
 
 
 def test_report_errors_are_clear(tmp_path):

@@ -31,11 +31,12 @@ from training.config import DataConfig, ModelConfig
 from training.data import load_trajectories_for
 from training.model import load_model
 from training.scale import data_toy_values, raise_on_toy_values
+from training.tracking import start_run, wandb_mode
 from verifier.card import VerifierCard, write_card
 from verifier.config import Sampling, hydra_main, redact
 from verifier.errors import InputError
 from verifier.parser import format_verification
-from verifier.results import WandbConfig
+from verifier.results import WandbConfig, ladder_wandb
 from verifier.templates import as_messages, verification_prompt
 
 log = logging.getLogger("training.sft")
@@ -65,8 +66,7 @@ class SFTRunConfig:
     save_total_limit: int | None = 2
     seed: int = 0
     bf16: bool | None = None  # None: TRL's default (bf16 unless fp16); profile cpu_tiny sets false
-    wandb: WandbConfig = field(default_factory=lambda: WandbConfig(enabled=False, project="proofverifier-grpo",
-                                                                   mode="auto"))
+    wandb: WandbConfig = field(default_factory=ladder_wandb)  # the ladder's project; group: the ladder's folder
     extra: dict[str, Any] = field(default_factory=dict)  # any other trl.SFTConfig field
 
 
@@ -132,6 +132,13 @@ def sft_dataset(trajs: Sequence, style: str = "short", with_reference: bool = Fa
     } for t in trajs])
 
 
+def init_wandb(cfg: SFTRunConfig, out: Path):
+    """The SFT run's W&B run on the main rank (``training.tracking.start_run``): the ladder's project and group
+    (``wandb.group``, else WANDB_RUN_GROUP, else the folder of ``output_dir``), the redacted config; None when off."""
+    return start_run(cfg.wandb, out, name=f"sft,{cfg.style}", tags=["sft"], config=cfg, job_type="sft",
+                     is_main=int(os.environ.get("RANK", "0")) == 0)
+
+
 def sft_train(cfg: SFTRunConfig, trajs: Sequence, model_path: str | None = None, dataset: Any = None) -> Path:
     """Fine-tune on the gold verifications of ``trajs`` (or on ``dataset``: prompt-completion rows, e.g. the
     prover's gold proofs, ``bench/bench_prover.py``); returns ``output_dir/final``."""
@@ -144,6 +151,7 @@ def sft_train(cfg: SFTRunConfig, trajs: Sequence, model_path: str | None = None,
     model, tokenizer, peft_config = load_model(cfg.model, model_path)
     ds = dataset if dataset is not None else sft_dataset(trajs, cfg.style, cfg.data.with_reference,
                                                          cfg.data.prompt_template)
+    wb = init_wandb(cfg, out)  # TRL's W&B callback logs into it
     args = SFTConfig(
         output_dir=str(out), max_steps=cfg.max_steps, num_train_epochs=cfg.num_train_epochs,
         per_device_train_batch_size=cfg.per_device_train_batch_size,
@@ -152,7 +160,7 @@ def sft_train(cfg: SFTRunConfig, trajs: Sequence, model_path: str | None = None,
         max_length=cfg.max_length, logging_steps=cfg.logging_steps,
         save_strategy="steps" if cfg.save_steps else "no", save_steps=cfg.save_steps or 500,
         save_total_limit=cfg.save_total_limit, seed=cfg.seed,
-        report_to=["wandb"] if cfg.wandb.enabled else "none", dataloader_num_workers=0,
+        report_to=["wandb"] if wandb_mode(cfg.wandb) != "disabled" else "none", dataloader_num_workers=0,
         **({"bf16": cfg.bf16} if cfg.bf16 is not None else {}), **cfg.extra,
     )
     trainer = SFTTrainer(model=model, args=args, train_dataset=ds, processing_class=tokenizer, peft_config=peft_config)
@@ -164,6 +172,8 @@ def sft_train(cfg: SFTRunConfig, trajs: Sequence, model_path: str | None = None,
     model.save_pretrained(str(final))
     tokenizer.save_pretrained(str(final))
     (out / "sft_log.json").write_text(json.dumps(trainer.state.log_history, indent=1))
+    if wb is not None:
+        wb.finish()
     if dataset is None:  # gold verifications: a verifier (a prover's gold proofs are not)
         write_card(out, verifier_card(cfg, ds, tokenizer, model_path))
     return final
@@ -186,7 +196,6 @@ def main() -> None:
     def _main(cfg: SFTRunConfig) -> None:
         check_scale(cfg)  # a real model with tiny values stops before data or model are loaded
         logging.basicConfig(level=logging.INFO)
-        os.environ.setdefault("WANDB_MODE", "offline" if not os.environ.get("WANDB_API_KEY") else "online")
         train, _ = load_trajectories_for(cfg.data)
         (Path(cfg.output_dir)).mkdir(parents=True, exist_ok=True)
         (Path(cfg.output_dir) / "config.json").write_text(json.dumps(redact(cfg), indent=1, default=str))

@@ -5,7 +5,7 @@ whose every group has zero reward variance (all completions of a prompt rewarded
 everywhere and, at ``beta == 0``, a gradient that is exactly zero. Adam still moves the weights on such a
 step: its update is ``lr * m / (sqrt(v) + eps)`` and the first moment ``m`` carries the last informative
 step's direction, decaying by ``beta1`` per step, so a run of k steps without signal repeats the last
-update about ``(1 - 0.9**k) / 0.1`` times. The issue-23 diagnosis (docs/training.md) saw exactly this:
+update about ``(1 - 0.9**k) / 0.1`` times. The GRPO diagnosis (reports/learning_2026-12-02_sft300_g8.md) saw exactly this:
 ``kl_to_init`` rising through runs of zero-gradient steps while the held-out reward fell.
 
 ``SkipStepsWithoutGradient`` sets every gradient to ``None`` on such a step before ``optimizer.step()``;

@@ -1,14 +1,16 @@
-"""W&B for training runs: the run name from the experiment and its overrides, the mode, the run itself."""
+"""W&B for training runs (GRPO and SFT): the run name from the experiment and its overrides, the mode, the run
+itself (the ladder's one project, one group per ladder: ``verifier.results.ladder_wandb``)."""
 
 from __future__ import annotations
 
 import os
 import uuid
 from pathlib import Path
+from typing import Any
 
 from training.config import GRPORunConfig
 from verifier.config import is_secret_override, redact
-from verifier.results import WandbConfig, resolve_mode
+from verifier.results import WandbConfig, ladder_group, resolve_mode
 
 
 def run_name(cfg: GRPORunConfig) -> str:
@@ -35,19 +37,27 @@ def wandb_mode(settings: WandbConfig) -> str:
     return resolve_mode(settings.mode)
 
 
-def init_wandb(cfg: GRPORunConfig, out: Path, is_main: bool):
-    """Start (or, on resume, continue) the W&B run; TRL's callback then logs into it."""
-    mode = wandb_mode(cfg.wandb)
+def start_run(settings: WandbConfig, out: Path, *, name: str, tags: list[str], config: Any, job_type: str,
+              is_main: bool = True, resume: bool = False):
+    """A ladder command's W&B run (SFT, GRPO): project ``wandb.project``, group :func:`ladder_group` of ``out``
+    (the ladder's folder), the redacted config (no API key reaches W&B), the run id kept in
+    ``out/wandb_run_id.txt`` (continued on resume). None when W&B is off or on a rank other than the main one;
+    TRL's W&B callback then logs into this run."""
+    mode = wandb_mode(settings)
     if mode == "disabled" or not is_main:
         return None
     import wandb  # imported when a run logs (seconds to import)
 
     os.environ["WANDB_MODE"] = mode
     id_file = out / "wandb_run_id.txt"
-    run_id = id_file.read_text().strip() if (cfg.resume and id_file.exists()) else uuid.uuid4().hex[:12]
+    run_id = id_file.read_text().strip() if (resume and id_file.exists()) else uuid.uuid4().hex[:12]
     id_file.write_text(run_id)
-    run = wandb.init(project=cfg.wandb.project, entity=cfg.wandb.entity, group=cfg.wandb.group or cfg.experiment_name,
-                     name=cfg.wandb.name or run_name(cfg), id=run_id, resume="allow", dir=cfg.wandb.dir or str(out),
-                     mode=mode,
-                     tags=list(cfg.wandb.tags) + [cfg.experiment_name], config=redact(cfg))
-    return run
+    return wandb.init(project=settings.project, entity=settings.entity, group=ladder_group(settings, out),
+                      name=settings.name or name, id=run_id, resume="allow", dir=settings.dir or str(out), mode=mode,
+                      job_type=job_type, tags=list(settings.tags) + tags, config=redact(config))
+
+
+def init_wandb(cfg: GRPORunConfig, out: Path, is_main: bool):
+    """Start (or, on resume, continue) the W&B run of a ladder row; TRL's callback then logs into it."""
+    return start_run(cfg.wandb, out, name=run_name(cfg), tags=[cfg.experiment_name], config=cfg, job_type="grpo",
+                     is_main=is_main, resume=cfg.resume)

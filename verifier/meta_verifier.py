@@ -4,7 +4,9 @@ One interface, two implementations, used by the evaluator (Meta-Verification
 scores) and by the GRPO reward (1.0 / 0.5 / 0.25 / 0):
 
 * ``LLMMetaVerifier`` - the B.3 prompt on any engine (its own vLLM server), parsed
-  by the one parser; all calls of a batch in flight at once.
+  by the one parser; all calls of a batch in flight at once. ``template="meta_verify_analysis"``
+  grades the same way without an annotation: is the issue the verifier reports real (the
+  expert-free labeller ``data_pipeline.autolabel``).
 * ``RuleMetaVerifier`` - polarity, then first-error-step exact or near match, then
   coverage of the recoverable steps in the rationale. Cheap; for tests and CPU runs.
 
@@ -109,9 +111,11 @@ class LLMMetaVerifier:
     sampling: SamplingConfig = SamplingConfig(temperature=0.0, max_tokens=512)
     run_seed: int = 0
     show_reasoning: bool = False  # also show the verifier's private reasoning (default: rationale only, B.3)
+    template: str = "meta_verify"  # B.3 against the expert annotation; meta_verify_analysis: without one
 
     def requests(self, pairs: Sequence[tuple[ProofTrajectory, VerificationOutput]]) -> list[GenerationRequest]:
-        return [GenerationRequest(as_messages(meta_verification_prompt(t, o, show_reasoning=self.show_reasoning)),
+        return [GenerationRequest(as_messages(meta_verification_prompt(t, o, show_reasoning=self.show_reasoning,
+                                                                       template=self.template)),
                                   n=1, seed=base_seed(f"meta:{t.id}", self.run_seed), key=t.id) for t, o in pairs]
 
     @staticmethod
@@ -136,5 +140,5 @@ def make_meta_verifier(cfg: MetaVerifierConfig, key: str = "meta.kind") -> MetaV
         # endpoint.max_tokens, when set, is the judge's budget (OpenAIEngine); else max_tokens
         return LLMMetaVerifier(OpenAIEngine(cfg.endpoint),
                                SamplingConfig(temperature=cfg.temperature, max_tokens=cfg.max_tokens), cfg.run_seed,
-                               show_reasoning=cfg.show_reasoning)
+                               show_reasoning=cfg.show_reasoning, template=cfg.template)
     raise InputError(f"unknown meta judge {cfg.kind!r}: {key} must be rule or llm")

@@ -10,7 +10,8 @@ looks the same and has one home (imports nothing from ``eval/`` or ``training/``
   TPR against TNR on iso-Balanced-F1 curves), ``plot_k_curve``, ``plot_acceptance`` (Table 1), ``plot_bars``.
 * ``write_report(out, doc)`` - ``report.md`` + PNGs for a VerifierBench / ProverBench / score document
   (sections 5.2-5.4).
-* W&B: ``WandbConfig``, ``resolve_mode`` (offline unless a key is set), ``init_run``, ``flat_metrics``,
+* W&B: ``WandbConfig``, ``ladder_wandb`` / ``ladder_group`` (the ladder's one project, one group per ladder),
+  ``resolve_mode`` (offline unless a key is set), ``init_run``, ``flat_metrics``,
   ``log_metrics``, ``log_images``, ``log_table``, ``log_eval``.
 """
 
@@ -38,13 +39,41 @@ class WandbConfig:
     WANDB_API_KEY is set and mode is not forced."""
 
     enabled: bool = True
-    project: str = "proofverifier-eval"  # training: proofverifier-grpo
+    project: str = "proofverifier-eval"  # the ladder's commands (SFT, GRPO, eval.report): proofverifier-grpo
     entity: str | None = None
-    group: str | None = None  # training: default the experiment name
+    group: str | None = None  # null: WANDB_RUN_GROUP; the ladder's commands: the ladder's folder (ladder_group)
     name: str | None = None  # training: default the experiment plus its overrides
     mode: str | None = None  # online | offline | disabled; null or auto: online with WANDB_API_KEY, else offline
     dir: str | None = None  # default: <out>/wandb (training: the run's output_dir)
     tags: list[str] = field(default_factory=list)
+
+
+# the one W&B project of the Table 3 ladder's commands: training/sft.py, training/grpo.py, python -m eval.report
+LADDER_WANDB_PROJECT = "proofverifier-grpo"
+
+
+def ladder_wandb() -> WandbConfig:
+    """The W&B default of the ladder's commands (SFT, GRPO training, ``eval.report``): one project, on (offline
+    without WANDB_API_KEY: mode auto), the group the ladder's name (:func:`ladder_group`)."""
+    return WandbConfig(enabled=True, project=LADDER_WANDB_PROJECT, mode="auto")
+
+
+def ladder_group(wandb_cfg: Any, *run_dirs: str | os.PathLike) -> str:
+    """The W&B group of a ladder's run: ``wandb.group``, else env WANDB_RUN_GROUP, else the ladder's name, the
+    folder that holds the run directories (``sweep.sh``'s SWEEP_DIR: runs ``/scratch/sweep/<experiment>``, their
+    report over ``runs=[/scratch/sweep]``: group ``sweep``).
+
+    >>> import os; os.environ.pop("WANDB_RUN_GROUP", None) and None
+    >>> ladder_group(None, "/s/sweep/base"), ladder_group(None, "/s/sweep/base", "/s/sweep/pos_aug")
+    ('sweep', 'sweep')
+    >>> ladder_group({"group": "mine"}, "/s/sweep/base")
+    'mine'
+    """
+    explicit = _get(wandb_cfg, "group") or os.environ.get("WANDB_RUN_GROUP")
+    if explicit:
+        return str(explicit)
+    parents = [os.path.dirname(os.path.abspath(d)) for d in run_dirs] or [os.getcwd()]
+    return Path(os.path.commonpath(parents)).name or "ladder"
 
 
 # --------------------------------------------------------------------------- metrics.json
@@ -428,8 +457,9 @@ def _get(cfg: Any, key: str, default: Any = None) -> Any:
 
 
 def init_run(wandb_cfg: Any, config: Mapping[str, Any] | None, out_dir: str | os.PathLike,
-             job_type: str = "eval"):
-    """Start a W&B run (``wandb_cfg``: any object or dict with project/entity/name/mode/dir/tags)."""
+             job_type: str = "eval", group: str | None = None):
+    """Start a W&B run (``wandb_cfg``: any object or dict with project/entity/group/name/mode/dir/tags;
+    ``group`` wins over its ``group``)."""
     # lazy: wandb takes seconds to import; only a run that logs needs it
     import wandb
 
@@ -438,6 +468,7 @@ def init_run(wandb_cfg: Any, config: Mapping[str, Any] | None, out_dir: str | os
     return wandb.init(
         project=_get(wandb_cfg, "project", "proofverifier"),
         entity=_get(wandb_cfg, "entity"),
+        group=group or _get(wandb_cfg, "group"),
         name=_get(wandb_cfg, "name"),
         tags=list(_get(wandb_cfg, "tags") or []),
         mode=resolve_mode(_get(wandb_cfg, "mode")),

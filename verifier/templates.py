@@ -73,28 +73,40 @@ def verification_prompt(traj: ProofTrajectory, with_reference: bool = True, temp
 
 
 def meta_verification_prompt(traj: ProofTrajectory, output: VerificationOutput,
-                             template_dir: str | Path | None = None, show_reasoning: bool = False) -> str:
+                             template_dir: str | Path | None = None, show_reasoning: bool = False,
+                             template: str = "meta_verify") -> str:
     """B.3: grade one parsed verification output against the expert annotation.
 
     The meta-verifier sees the verdict and the rationale (the answer text before the block);
     the verifier's private reasoning only with ``show_reasoning`` (and only if there is any).
+    ``template="meta_verify_analysis"`` grades the analysis without an annotation (is the issue it
+    reports real: the expert-free labeller ``data_pipeline.autolabel``); the expert fields are passed
+    only when the record has an annotation, and a template that needs them refuses a record without one.
     """
     ann = traj.annotation
-    if ann is None:
-        raise InputError(f"record {traj.id!r}: meta-verification needs an expert annotation")
-    return render(
-        "meta_verify",
-        template_dir,
-        problem=traj.problem,
-        proof_steps=list(traj.proof_steps),
+    gold = {} if ann is None else dict(
         gold_verdict=ann.polarity.value,
         first_fatal_error_step=ann.first_fatal_error_step,
         recoverable_error_steps=_steps_str(ann.recoverable_error_steps),
         reviewer_comment=ann.reviewer_comment or "(none)",
-        model_verdict=output.verdict.value if output.verdict else "unparseable",
-        model_rationale=output.rationale or "(none)",
-        model_reasoning=(output.reasoning or "") if show_reasoning else "",
     )
+    try:
+        return render(
+            template,
+            template_dir,
+            problem=traj.problem,
+            proof_steps=list(traj.proof_steps),
+            **gold,
+            model_verdict=output.verdict.value if output.verdict else "unparseable",
+            model_first_error_step=output.first_error_step,
+            model_rationale=output.rationale or "(none)",
+            model_reasoning=(output.reasoning or "") if show_reasoning else "",
+        )
+    except jinja2.UndefinedError:
+        if ann is not None:
+            raise
+        raise InputError(f"record {traj.id!r}: meta-verification needs an expert annotation (template "
+                         f"{template!r}; meta_verify_analysis grades without one)") from None
 
 
 def generation_prompt(problem: str, template_dir: str | Path | None = None) -> str:
