@@ -358,6 +358,7 @@ class Bench:
 
         from training.config import ModelConfig
         from training.sft import SFTRunConfig, sft_train
+        from verifier.results import WandbConfig  # bench runs log no W&B (SFT's default: on)
 
         cfg = self.cfg
         name = list(provers)[-1]
@@ -365,7 +366,7 @@ class Bench:
             return {"model": provers[name], "from": name, "steps": 0}
         rows = recipes.prover_sft_rows(self.problems()["sft"], cfg.seed + 2, repair_fraction=1.0)
         sft_train(SFTRunConfig(
-            output_dir=str(d / "sft"), model=ModelConfig(name_or_path=provers[name]),
+            wandb=WandbConfig(enabled=False), output_dir=str(d / "sft"), model=ModelConfig(name_or_path=provers[name]),
             max_steps=cfg.repairer_sft_steps, per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.prover_lr,
             warmup_steps=5, max_length=512, logging_steps=25, seed=cfg.seed, gradient_accumulation_steps=1,
             bf16=False, save_steps=10_000, lr_scheduler_type="constant"), [], dataset=Dataset.from_list(rows))
