@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 # (OMP_NUM_THREADS=1), so the second core takes the next file. TEST_WORKERS=0 runs them serially.
 TEST_WORKERS ?= 2
 
-.PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-learning-loc bench-reward bench-train bench-prover bench-ladder diagnose-prover clean browser-deps label-studio
+.PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-learning-loc bench-reward bench-train bench-prover bench-ladder diagnose-prover clean browser-deps label-studio peer-deps
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -44,8 +44,9 @@ clean:
 	rm -rf artifacts runs outputs wandb
 
 # Benchmarks: each prints ratios measured side by side in one run; last line is the contract.
-bench-judge: install
-	$(PY) bench/bench_judge.py
+# (f) judges against inspect-ai (a peer harness) in its own virtualenv: inspect-ai's dependencies never enter .venv.
+bench-judge: install peer-deps
+	$(PY) bench/bench_judge.py --peer-python $(PEER_VENV)/bin/python
 
 bench-select: install
 	$(PY) bench/bench_select.py
@@ -124,4 +125,15 @@ label-studio: $(LABEL_STUDIO_VENV)/.installed
 $(LABEL_STUDIO_VENV)/.installed:
 	test -x $(LABEL_STUDIO_VENV)/bin/python || python3 -m venv $(LABEL_STUDIO_VENV)
 	$(LABEL_STUDIO_VENV)/bin/python -m pip install -q label-studio==$(LABEL_STUDIO_VERSION)
+	touch $@
+
+# The peer harness of bench-judge (f): inspect-ai from the package index, in its own virtualenv (like label-studio).
+PEER_VENV ?= .venv-peer
+INSPECT_AI_VERSION ?= 0.3.285
+
+peer-deps: $(PEER_VENV)/.installed
+
+$(PEER_VENV)/.installed:
+	test -x $(PEER_VENV)/bin/python || python3 -m venv $(PEER_VENV)
+	$(PEER_VENV)/bin/python -m pip install -q inspect-ai==$(INSPECT_AI_VERSION) openai
 	touch $@

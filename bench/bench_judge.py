@@ -11,12 +11,21 @@ In one process tree, on the same tiny model and the same ProcessBench prompts wi
     gold-invalid ones (``synthetic_verdict_regex``); the realised accept rates are reported;
 (e) scale-out: the judge client (b) over two servers (``endpoint.base_url=[URL1, URL2]``) against one,
     each server pinned to its own core (CPU affinity inherited from the launching thread, one OMP
-    thread), on a subset of the proofs.
+    thread), on a subset of the proofs;
+(f) a peer harness: the same 8-pass judging of the same proofs (same prompt, sampling, per-pass seeds and guided
+    verdict regex as (d), so that decisions vary) through inspect-ai (``bench/peer_inspect.py``, run as a
+    subprocess under ``.venv-peer/bin/python``: ``make peer-deps``) on the same server as our client (b);
+    the peer's completions are parsed by our parser and aggregated by our pessimism (``bench/peer_compare.py``).
+    Proofs per second of each side's judging call (ours: ``judge_trajectories``; the peer: inspect's ``eval``),
+    interleaved within each repeat (the order alternates); the process start (interpreter and imports) of each
+    side is reported apart. ``vs_peer`` = ours / the peer's proofs per second, ``peer_agreement`` = the
+    fraction of proofs with the same decision on both sides.
 
 Repeated ``--repeats`` times; medians are reported. Results go to ``--out`` (JSON + PNG).
 The last line is the contract:
 ``judge_vs_raw=<b/a tokens/s> judge_vs_naive=<b/c tokens/s> early_stop_token_saving=<1 - tokens(d early)/tokens(d full)>
-two_servers_vs_one=<e: tokens/s on two pinned servers / on one>``
+two_servers_vs_one=<e: tokens/s on two pinned servers / on one> vs_peer=<f: our proofs/s / inspect-ai's>
+peer_agreement=<f: fraction of proofs decided alike>`` (one line).
 """
 
 from __future__ import annotations
@@ -25,8 +34,10 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -54,6 +65,10 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--accept-valid", type=int, default=90, help="(d) accept %% for gold-valid proofs")
     ap.add_argument("--accept-invalid", type=int, default=30, help="(d) accept %% for gold-invalid proofs")
     ap.add_argument("--max-model-len", type=int, default=4096)
+    ap.add_argument("--peer-prompts", type=int, default=48, help="proofs for the peer comparison (f)")
+    ap.add_argument("--peer-accept", type=int, default=90, help="(f) guided accept %% per pass")
+    ap.add_argument("--peer-python", default=str(REPO / ".venv-peer" / "bin" / "python"),
+                    help="(f) the peer's interpreter (inspect-ai installed; make peer-deps)")
     ap.add_argument("--out", default=str(REPO / "runs" / "bench_judge"))
     return ap.parse_args()
 
@@ -103,7 +118,9 @@ def main() -> None:
     args = parse_args()
     from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, base_seed
     from verifier.judging import JudgeConfig, synthetic_verdict_regex
-    from verifier.runner import judge_trajectories
+    from bench.peer_compare import agreement, last_line, pass_text_agreement, peer_decisions, run_peer
+    from verifier.records import Verdict
+    from verifier.runner import judge_trajectories, verification_item
     from verifier.offline import OfflineConfig, VLLMOfflineEngine
     from verifier.serve import ServeConfig, VLLMServer
     from verifier.templates import as_messages, verification_prompt
@@ -245,14 +262,78 @@ def main() -> None:
         judge_trajectories(trajs[:16], OpenAIEngine(endpoint), jcfg)
         judge_trajectories(trajs[:16], OpenAIEngine(two_ep), jcfg)
         judge_trajectories(trajs[:4], guided(50), dataclasses.replace(jcfg, n=1, max_tokens=64))
+        f_set = trajs[: args.peer_prompts]
+        f_cfg = dataclasses.replace(jcfg, max_tokens=64)
+        peer_python = Path(args.peer_python)
+        peer_spec = {
+            "base_url": server.base_url, "api_key": key, "model": server.model_name, "n": args.n,
+            "temperature": f_cfg.temperature, "top_p": f_cfg.top_p, "max_tokens": f_cfg.max_tokens,
+            "max_connections": endpoint.max_concurrency,
+            "extra_body": {"structured_outputs": {"regex": synthetic_verdict_regex(args.peer_accept)}},
+            "samples": [{"id": t.id, "messages": as_messages(verification_item(t, f_cfg).prompt),
+                         "seed": base_seed(t.id, f_cfg.run_seed)} for t in f_set]}
+        n_steps = {t.id: len(t.proof_steps) for t in f_set}
+
+        def run_f(rep_i: int) -> dict:
+            f: dict = {}
+
+            def ours():
+                t0 = time.perf_counter()
+                js = judge_trajectories(f_set, guided(args.peer_accept), f_cfg)
+                f["ours_s"] = time.perf_counter() - t0
+                f["ours_complete"] = sum(j.complete for j in js)
+                f["_ours"] = {j.id: j.verdict if j.complete else None for j in js}
+                f["_ours_texts"] = {j.id: [c.text for c in j.completions] for j in js}
+
+            def peer():
+                res = run_peer(peer_python, peer_spec, tmp / "peer")
+                f.update(peer_s=res["eval_s"], peer_import_s=res["import_s"], peer_process_s=res["process_s"],
+                         inspect_ai=res.get("inspect_ai"))
+                f["_peer_rows"] = res["completions"]
+
+            for side in ((ours, peer) if rep_i % 2 == 0 else (peer, ours)):
+                side()
+            f["order"] = "ours,peer" if rep_i % 2 == 0 else "peer,ours"
+            peer_dec = peer_decisions(f.pop("_peer_rows"), n_steps, args.n) if "_peer_rows" in f else {}
+            f["peer_agreement"] = agreement(f["_ours"], peer_dec)
+            f["ours_accepted"] = sum(v is Verdict.VALID for v in f["_ours"].values())
+            f["peer_accepted"] = sum(v is Verdict.VALID for v in peer_dec.values())
+            f["peer_decided"] = sum(v is not None for v in peer_dec.values())
+            f["proofs"] = len(f_set)
+            f["ours_proofs_s"] = len(f_set) / f["ours_s"]
+            f["peer_proofs_s"] = len(f_set) / f["peer_s"]
+            f["vs_peer"] = f["ours_proofs_s"] / f["peer_proofs_s"]
+            # with each side's process start: ours = the judging call + a fresh interpreter importing our client
+            f["ours_with_start_s"] = f["ours_s"] + ours_start_s
+            f["vs_peer_with_start"] = f["peer_process_s"] / f["ours_with_start_s"]
+            f["_texts"] = (f.pop("_ours_texts"), f.pop("_ours"))
+            return f
+
+        def ours_process_start() -> float:
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-c", "import verifier.runner, verifier.engine, openai"], check=True,
+                           cwd=REPO)
+            return time.perf_counter() - t0
+
+        ours_start_s = ours_process_start()
+        peer_ok = peer_python.exists()
+        if not peer_ok:
+            print(f"WARNING: {peer_python} not found (make peer-deps): (f) skipped, vs_peer=nan", flush=True)
         reps = []
         for r in range(args.repeats):
             (ta, sa), (tb, sb), (tc, sc) = run_a(), run_b(), run_c()
             d = run_d()
             e = run_e()
+            f = run_f(r) if peer_ok else {"vs_peer": math.nan, "peer_agreement": math.nan}
+            if peer_ok:
+                texts, ours_dec = f.pop("_texts")
+                rows = json.loads((tmp / "peer" / "peer_out.json").read_text())["completions"]
+                f["pass_text_agreement"] = pass_text_agreement(texts, rows)
             rep = {"a_tok_s": ta / sa, "b_tok_s": tb / sb, "c_tok_s": tc / sc, "a_tokens": ta, "b_tokens": tb,
                    "c_tokens": tc, "a_s": sa, "b_s": sb, "c_s": sc, **{f"d_{k}": v for k, v in d.items()},
-                   **{f"e_{k}": v for k, v in e.items()}, "two_servers_vs_one": e["two_servers_vs_one"]}
+                   **{f"e_{k}": v for k, v in e.items()}, "two_servers_vs_one": e["two_servers_vs_one"],
+                   **{f"f_{k}": v for k, v in f.items()}, "vs_peer": f["vs_peer"],
+                   "peer_agreement": f["peer_agreement"]}
             rep["judge_vs_raw"] = rep["b_tok_s"] / rep["a_tok_s"]
             rep["judge_vs_naive"] = rep["b_tok_s"] / rep["c_tok_s"]
             rep["early_stop_token_saving"] = 1 - d["early_tokens"] / d["full_tokens"]
@@ -264,9 +345,19 @@ def main() -> None:
                   f"(e) one pinned server {e['one_tok_s']:.0f} tok/s ({e['one_s']:.1f}s), two {e['two_tok_s']:.0f} "
                   f"tok/s ({e['two_s']:.1f}s, requests per server {list(e['two_per_server_requests'].values())})",
                   flush=True)
+            if peer_ok:
+                print(f"repeat {r + 1}/{args.repeats} (f) {f['proofs']} proofs x {args.n} passes, order {f['order']}: "
+                      f"ours {f['ours_proofs_s']:.2f} proofs/s ({f['ours_s']:.1f}s), inspect-ai "
+                      f"{f['inspect_ai']} {f['peer_proofs_s']:.2f} proofs/s (eval {f['peer_s']:.1f}s; whole "
+                      f"process {f['peer_process_s']:.1f}s, import {f['peer_import_s']:.1f}s; ours with a fresh "
+                      f"interpreter's imports {f['ours_with_start_s']:.1f}s): vs_peer {f['vs_peer']:.2f} "
+                      f"(with process start {f['vs_peer_with_start']:.2f}); decisions agree on "
+                      f"{f['peer_agreement']:.3f} (accepted: ours {f['ours_accepted']}, peer {f['peer_accepted']}; "
+                      f"peer decided {f['peer_decided']}), identical pass texts {f['pass_text_agreement']:.3f}",
+                      flush=True)
         med = {k: statistics.median(r[k] for r in reps)
                for k in ("a_tok_s", "b_tok_s", "c_tok_s", "e_one_tok_s", "e_two_tok_s", "judge_vs_raw", "judge_vs_naive",
-                         "early_stop_token_saving", "two_servers_vs_one")}
+                         "early_stop_token_saving", "two_servers_vs_one", "vs_peer", "peer_agreement")}
         rates = reps[-1]["d_rates"]
         print("(d) accept rates (set -> realised per pass; proofs accepted under 8-pass pessimism): "
               + "; ".join(f"{k} -> {v['pass_accept_rate']:.2f} per pass, {v['proof_accept_rate']:.2f} of "
@@ -305,9 +396,7 @@ def main() -> None:
             offline.close()
         for s in (server, *pair):
             s.stop()
-    print(f"judge_vs_raw={med['judge_vs_raw']:.3f} judge_vs_naive={med['judge_vs_naive']:.2f} "
-          f"early_stop_token_saving={med['early_stop_token_saving']:.3f} "
-          f"two_servers_vs_one={med['two_servers_vs_one']:.2f}", flush=True)
+    print(last_line(med, med["vs_peer"], med["peer_agreement"]), flush=True)
 
 
 if __name__ == "__main__":
