@@ -69,15 +69,15 @@ def main(inp: str, out: str) -> None:
         logs = eval(task, model=model, log_dir=log_dir, display="none", max_connections=cfg["max_connections"],
                     max_samples=cfg["max_connections"], fail_on_error=False, log_level="warning")
         eval_s = time.perf_counter() - t0
-    log = logs[0]
-    if log.status != "success":
-        raise SystemExit(f"inspect eval {log.status}: {log.error}")
-    rows = []
-    for s in log.samples or []:
-        score = next(iter((s.scores or {}).values()), None)
-        meta = (score.metadata or {}) if score is not None else {}
-        rows.append({"id": s.id, "epoch": s.epoch, "text": s.output.completion,
-                     "finish_reason": meta.get("finish_reason"), "error": meta.get("error")})
+        log = logs[0]  # its samples are read from the log file: inside the log dir's lifetime
+        if log.status != "success":
+            raise SystemExit(f"inspect eval {log.status}: {log.error}")
+        rows = []
+        for s in log.samples or []:
+            score = next(iter((s.scores or {}).values()), None)
+            meta = (score.metadata or {}) if score is not None else {}
+            rows.append({"id": s.id, "epoch": s.epoch, "text": s.output.completion,
+                         "finish_reason": meta.get("finish_reason"), "error": meta.get("error")})
     open(out, "w").write(json.dumps({"import_s": import_s, "eval_s": eval_s, "completions": rows,
                                      "inspect_ai": __import__("inspect_ai").__version__}))
 
