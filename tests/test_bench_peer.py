@@ -81,3 +81,12 @@ def test_last_line_keeps_keys_and_order(pc):
     assert all(re.fullmatch(r"[a-z_]+=\d+\.\d+", kv) for kv in line.split())
     # no peer venv: the keys are still there, as nan
     assert pc.last_line(med, math.nan, math.nan).endswith(" vs_peer=nan peer_agreement=nan")
+
+
+def test_make_bench_judge_installs_the_peer_apart():
+    """inspect-ai goes into its own virtualenv (make peer-deps), never into .venv; bench-judge depends on it."""
+    make = (REPO / "Makefile").read_text()
+    assert re.search(r"^bench-judge:.*\bpeer-deps\b", make, re.M)
+    assert re.search(r"^\$\(PEER_VENV\)/\.installed:\n(\t.*\n)*\t\$\(PEER_VENV\)/bin/python -m pip install .*inspect-ai", make,
+                     re.M)
+    assert ".venv-peer/" in (REPO / ".gitignore").read_text()
