@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 array_id, argv = sys.argv[1], sys.argv[2:]
-print(json.dumps(argv), flush=True)
+sys.stdout.write(json.dumps(argv) + "\n")  # one write: sweep.sh runs two of these at once
+sys.stdout.flush()
 sweep_dir = next((a.split("=", 1)[1] for a in argv if a.startswith("hydra.sweep.dir=")), None)
 experiments = next((a.split("=", 1)[1] for a in argv if a.startswith("experiment=")), "")
 if sweep_dir and "," in experiments:

@@ -125,6 +125,7 @@ def check_grpo_run(overrides: list[str], accelerate_file: str | None = None):
     from training import ladder
 
     ladder.check_variant_data(cfg)  # issue 27: each row its own variant's data
+    ladder.check_base_model(cfg)  # issue 42: base is the SFT warm start (init_from), said explicitly
     ladder.check_thinking(cfg)  # thinking budgets for a thinking policy
     assert cfg.data.eval_path or not cfg.eval.enabled or cfg.data.source != "jsonl", f"no held-out data: {overrides}"
     if cfg.data.root:
@@ -310,7 +311,8 @@ FAKE_ARRAY_ID = "4242"  # the SLURM array id the recording PYTHON "submits" the 
 
 
 def run_sweep_script(args: list[str], tmp: Path, env_extra: dict | None = None) -> list[list[str]]:
-    """Run launch/slurm/sweep.sh with a PYTHON that prints its arguments: each sweep it starts, as its overrides.
+    """Run launch/slurm/sweep.sh with a PYTHON that prints its arguments: each sweep it starts, as its overrides
+    (a pess_ver sweep last).
 
     The recording PYTHON also does what submitit does on submission of an array: it creates
     ``hydra.sweep.dir/.submitit/<array id>_<index>`` for every job of a several-experiment sweep."""
@@ -328,7 +330,7 @@ def run_sweep_script(args: list[str], tmp: Path, env_extra: dict | None = None) 
     sweeps = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("[")]
     for argv in sweeps:
         assert argv[:2] == ["training/grpo.py", "-m"]
-    return [argv[2:] for argv in sweeps]
+    return sorted((argv[2:] for argv in sweeps), key=lambda o: "experiment=pess_ver" in o)  # pess_ver's last
 
 
 def check_sweep(args: list[str], tmp: Path, env_extra: dict | None = None):
@@ -569,9 +571,9 @@ def test_the_written_commands_cover_every_kind(tmp_path):
 
 def test_sweep_script_defaults_build_accelerate_jobs(tmp_path):
     """sweep.sh with only the required values: profile=cluster, ZeRO-2, six jobs through accelerate launch."""
-    cfgs = check_sweep(["model=qwen3_8b", "data.root=/data/grpo"], tmp_path)
+    cfgs = check_sweep(["model=qwen3_8b", "init_from=/scratch/runs/sft/final", "data.root=/data/grpo"], tmp_path)
     assert {c.launch.accelerate_config for c in cfgs} == {"launch/accelerate/zero2.yaml"}
-    cfgs = check_sweep(["model=qwen3_8b_full", "data.root=/data/grpo"], tmp_path,
+    cfgs = check_sweep(["model=qwen3_8b_full", "init_from=/scratch/runs/sft/final", "data.root=/data/grpo"], tmp_path,
                        {"ACCEL_CONFIG": "launch/accelerate/zero3.yaml"})
     assert {c.launch.accelerate_config for c in cfgs} == {"launch/accelerate/zero3.yaml"}
 
@@ -628,7 +630,7 @@ def test_sweep_jobs_generate_with_vllm_and_resume_when_requeued(tmp_path, monkey
     from launch import jobs
     from training.config import GRPORunConfig
 
-    cfgs = check_sweep(["model=qwen3_8b", "data.root=/data/grpo"], tmp_path)
+    cfgs = check_sweep(["model=qwen3_8b", "init_from=/scratch/runs/sft/final", "data.root=/data/grpo"], tmp_path)
     assert all(c.grpo.use_vllm and c.grpo.vllm_mode == "colocate" for c in cfgs)
     launcher = _launcher(["hydra/launcher=slurm"])
     assert launcher["max_num_timeout"] >= 1 and launcher["signal_delay_s"] >= 60
