@@ -605,6 +605,14 @@ def test_sweep_submits_pess_ver_after_pos_aug_with_a_slurm_dependency(tmp_path):
     # off SLURM (local processes, one after the other) or without pess_ver: one sweep as before
     (one,) = run_sweep_script(["model=qwen3_8b", "data.root=/data/grpo"], tmp_path, {"LAUNCHER": "slurm_local"})
     assert "experiment=base,rough_rl,meta_ver_rl,extra_ann,pos_aug,pess_ver" in one
+    # run again (the same sweep dir): the new array's pos_aug, not the earlier run's
+    _, pess = run_sweep_script(["model=qwen3_8b", "init_from=/scratch/runs/sft/final", "data.root=/data/grpo"],
+                               tmp_path, {"SWEEP_DIR": "/scratch/sweep"})
+    assert f"++hydra.launcher.additional_parameters.dependency=afterok:{int(FAKE_ARRAY_ID) + 1}_4" in pess
+    # pos_aug alone before pess_ver: submitit submits it as a plain job, its id is the dependency
+    (tmp_path / "two").mkdir()
+    _, pess = run_sweep_script(["model=qwen3_8b"], tmp_path / "two", {"EXPERIMENTS": "pos_aug,pess_ver"})
+    assert f"++hydra.launcher.additional_parameters.dependency=afterok:{FAKE_ARRAY_ID}" in pess
     (one,) = run_sweep_script(["model=qwen3_8b"], tmp_path, {"EXPERIMENTS": "base,pos_aug"})
     assert "experiment=base,pos_aug" in one and not any("dependency" in o for o in one)
 

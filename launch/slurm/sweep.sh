@@ -17,7 +17,8 @@
 # the array: the other rows are submitted first (Hydra sweep dir SWEEP_DIR/.hydra/rows, or hydra.sweep.dir=D/rows),
 # then pess_ver as its own job with `--dependency=afterok:<pos_aug's job id> --kill-on-invalid-dep=yes`
 # (hydra.launcher.additional_parameters) and evaluate_run_wait_s=0 (sweep dir .../pess_ver): it is pending, holding
-# no GPUs, until pos_aug has finished, and is cancelled if pos_aug fails. The script waits for both sweeps.
+# no GPUs, until pos_aug has finished, and is cancelled if pos_aug fails (job folders of an earlier run of the same
+# sweep dir are not taken for this run's pos_aug). The script waits for both sweeps.
 set -uo pipefail
 PY=${PYTHON:-python}
 case ${GEN_MODE:-colocate} in
@@ -47,23 +48,32 @@ for a in "$@"; do
   if [[ $a == hydra.sweep.dir=* ]]; then HYDRA_DIR=${a#hydra.sweep.dir=}; else ARGS+=("$a"); fi
 done
 ROWS_CSV=$(IFS=,; echo "${ROWS[*]}")
+SUBMITIT=${HYDRA_DIR}/rows/.submitit
+declare -A OLD=()  # job folders of an earlier run of this sweep: not this run's pos_aug
+for d in "$SUBMITIT"/*; do [[ -d $d ]] && OLD[$(basename "$d")]=1; done
 "$PY" training/grpo.py -m "${COMMON[0]}" "${COMMON[1]}" "experiment=${ROWS_CSV}" "${COMMON[@]:2}" "${ARGS[@]}" \
   "hydra.sweep.dir=${HYDRA_DIR}/rows" &
 ROWS_PID=$!
-# the array's tasks are submitted in ROWS order: pos_aug's job id is <array id>_<its index> (submitit's folder)
-SUBMITIT=${HYDRA_DIR}/rows/.submitit
+# the array's tasks are submitted in ROWS order: pos_aug's job id is <array id>_<its index> (submitit's folder);
+# submitit submits a single row as a plain job (folder <job id>)
+PATTERN="^[0-9]+_${POS_AUG_INDEX}\$"
+[[ ${#ROWS[@]} -eq 1 ]] && PATTERN="^[0-9]+\$"
 JOB=
-while [[ -z $JOB ]]; do
-  for d in "$SUBMITIT"/*_"$POS_AUG_INDEX"; do [[ -d $d ]] && JOB=$(basename "$d"); done
-  if [[ -z $JOB ]]; then
-    if ! kill -0 "$ROWS_PID" 2>/dev/null; then
-      wait "$ROWS_PID"; rc=$?
-      echo "sweep.sh: the sweep of ${ROWS_CSV} ended (exit $rc) before pos_aug's job appeared in $SUBMITIT;" \
-        "pess_ver not submitted" >&2
-      exit $(( rc ? rc : 1 ))
-    fi
-    sleep "${POLL_S:-5}"
+while true; do
+  alive=1
+  kill -0 "$ROWS_PID" 2>/dev/null || alive=0  # checked before the scan: a sweep that submitted, then ended, is seen
+  for d in "$SUBMITIT"/*; do
+    b=$(basename "$d")
+    [[ -d $d && $b =~ $PATTERN && -z ${OLD[$b]:-} ]] && JOB=$b
+  done
+  [[ -n $JOB ]] && break
+  if (( ! alive )); then
+    wait "$ROWS_PID"; rc=$?
+    echo "sweep.sh: the sweep of ${ROWS_CSV} ended (exit $rc) before pos_aug's job appeared in $SUBMITIT;" \
+      "pess_ver not submitted" >&2
+    exit $(( rc ? rc : 1 ))
   fi
+  sleep "${POLL_S:-5}"
 done
 echo "sweep.sh: pos_aug is job $JOB; pess_ver is submitted with --dependency=afterok:$JOB" >&2
 "$PY" training/grpo.py -m "${COMMON[0]}" "${COMMON[1]}" experiment=pess_ver "${COMMON[@]:2}" "${ARGS[@]}" \
