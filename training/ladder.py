@@ -11,6 +11,10 @@
   waits up to ``evaluate_run_wait_s`` for that run's ``train_summary.json``.
 * **The evaluation always happens.** A run whose held-out evaluation would have no data stops before
   loading unless ``eval.enabled=false`` is explicit.
+* **What "base" is.** Table 3's ``base`` row is the SFT warm start evaluated untrained: ``init_from=SFT_DIR/final``,
+  the starting point of every row. A real-model ``base`` row without ``init_from`` would silently evaluate
+  ``model.name_or_path`` (the untrained hub model) instead, so it is an error naming ``init_from``; to mean the
+  untrained model, say so: ``init_from=<model.name_or_path>``. The tiny model is exempt (tests, demos).
 * **Every data file is there.** A ``data.root``, ``data.train_path``, ``data.eval_path`` (or the prover's
   ``prover.problems`` / ``prover.eval_problems``) that does not exist stops the run, naming the key.
 
@@ -162,6 +166,19 @@ def check_thinking(cfg: Any) -> None:
             "(profile=cluster has them):\n  " + "\n  ".join(bad))
 
 
+def check_base_model(cfg: Any) -> None:
+    """The ``base`` row evaluates the SFT warm start (``init_from``); without it, say which model is meant."""
+    if (getattr(cfg, "experiment_name", None) != "base" or cfg.train or getattr(cfg, "evaluate_run", None)
+            or cfg.init_from or cfg.prover.enabled or is_tiny_model(str(cfg.model.name_or_path))):
+        return
+    name = cfg.model.name_or_path
+    raise LadderConfigError(
+        f"experiment=base without init_from: Table 3's base row is the SFT warm start evaluated untrained "
+        f"(init_from=SFT_DIR/final, the output of training/sft.py, docs/cluster.md runbook step 10), the model every "
+        f"row of the ladder starts from; without init_from it would evaluate model.name_or_path={name} instead. Set "
+        f"init_from=/scratch/runs/sft/final (the same on every row), or init_from={name} to mean the untrained model")
+
+
 def run_weights(run_dir: str | Path) -> Path | None:
     """The final weights a finished GRPO run left: ``final_merged`` (LoRA) or ``final`` (None: not finished)."""
     r = Path(run_dir)
@@ -200,6 +217,7 @@ def prepare(cfg: Any) -> None:
         raise LadderConfigError(f"evaluate_run={cfg.evaluate_run} evaluates a finished run; set train=false "
                                 f"(it cannot also train)")
     check_variant_data(cfg)
+    check_base_model(cfg)
     check_thinking(cfg)
     check_data_files(cfg)
     check_heldout(cfg)
