@@ -140,6 +140,9 @@ def parse_options(argv: list[str]) -> LadderConfig:
         raise SystemExit(f"bench-ladder: until={cfg.until!r}: use one of {', '.join(STAGES)}")
     if cfg.repair_check not in ("exact", "verifiers"):
         raise SystemExit(f"bench-ladder: repair_check={cfg.repair_check!r}: use exact or verifiers")
+    if cfg.repairer_sft_steps < 0:
+        raise SystemExit(f"bench-ladder: repairer_sft_steps={cfg.repairer_sft_steps}: use 0 (the strongest generator "
+                         "repairs as is) or a number of SFT steps")
     if cfg.grpo_batch % cfg.num_generations or cfg.budget < 1 or cfg.eval_passes < 1:
         raise SystemExit("bench-ladder: grpo_batch must be a multiple of num_generations; budget, eval_passes >= 1")
     return cfg

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 TINY = ["n_prover_sft=64", "prover_sft_steps=20", "prover_save_every=10",
         "prover_ckpts=10,20", "sft_batch=4", "n_verifier_sft=64", "verifier_sft_steps=10",
         "n_pool_problems=8", "n_heldout_problems=4", "k=1", "rounds=1", "budget=4", "select_passes=2",
-        "until=selection"]
+        "repairer_sft_steps=2", "until=augment"]
 
 
 def _bench(*args: str, **kw) -> subprocess.CompletedProcess:
@@ -27,7 +27,8 @@ def _bench(*args: str, **kw) -> subprocess.CompletedProcess:
 
 def test_bad_options_are_one_error_before_work(tmp_path):
     for bad, what in (("budgets=3", "unknown option"), ("until=nowhere", "until="), ("k=two", "expected int"),
-                      ("repair_check=oracle", "repair_check")):
+                      ("repair_check=oracle", "repair_check"),
+                      ("repairer_sft_steps=-1", "repairer_sft_steps")):
         r = _bench(f"out={tmp_path / 'x'}", bad, timeout=60)
         assert r.returncode != 0 and what in r.stderr, (bad, r.stderr[-500:])
         assert "Traceback" not in r.stderr
@@ -53,12 +54,14 @@ def test_killed_half_way_resumes_to_the_same_data(tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "provers: resumed" in r.stdout and "verifier: resumed" in r.stdout
     assert "candidates: done" in r.stdout and "selection: done" in r.stdout
+    assert "repairer: done" in r.stdout and "augment: done" in r.stdout  # the repair stage on the annotated queue
+    assert (out / "repairer" / "sft" / "final").is_dir() and (out / "augment" / "augment_summary.json").is_file()
     assert (out / "provers" / "sft" / "final" / "model.safetensors").stat().st_mtime_ns == weights  # not retrained
     ids = [json.loads(x)["id"] for x in (out / "candidates" / "candidates.jsonl").read_text().splitlines()]
     assert ids and len(ids) == len(set(ids))  # each version once, whatever the kill cut
     # a second run changes nothing: every stage is resumed
     r2 = _bench(f"out={out}", *TINY, timeout=300, env=env)
-    assert r2.returncode == 0 and r2.stdout.count(": resumed") == 4, r2.stdout[-2000:]
+    assert r2.returncode == 0 and r2.stdout.count(": resumed") == 6, r2.stdout[-2000:]
     # other settings are an error naming them, never a silent mix
     r3 = _bench(f"out={out}", *TINY[:-1], "budget=5", "until=selection", timeout=300, env=env)
     assert r3.returncode != 0 and "budget" in r3.stderr
