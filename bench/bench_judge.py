@@ -122,7 +122,7 @@ def main() -> None:
     from verifier.records import Verdict
     from verifier.runner import judge_trajectories, verification_item
     from verifier.offline import OfflineConfig, VLLMOfflineEngine
-    from verifier.serve import ServeConfig, VLLMServer
+    from verifier.serve import ServeConfig, VLLMServer, free_port
     from verifier.templates import as_messages, verification_prompt
     from verifier.tiny_model import TinyModelConfig, build
 
@@ -134,13 +134,6 @@ def main() -> None:
     n_valid = sum(1 for t in trajs if t.gold_verdict is not None and t.gold_verdict.value == "valid")
     print(f"bench-judge: {len(trajs)} ProcessBench proofs ({n_valid} gold-valid), n={args.n}, "
           f"max_tokens={args.max_tokens}, repeats={args.repeats}", flush=True)
-
-    import socket
-
-    def free_port() -> int:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
 
     port = free_port()
     key = "bench-key"

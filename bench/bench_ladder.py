@@ -187,13 +187,11 @@ class Bench:
     # ------------------------------------------------------------------ servers
     def serve(self, name: str, model: str) -> Any:
         from verifier.engine import EndpointConfig
-        from verifier.serve import ServeConfig, VLLMServer
+        from verifier.serve import ServeConfig, VLLMServer, free_port
 
         if name not in self.servers:
-            from bench.bench_prover import _free_port
-
             self.servers[name] = VLLMServer(ServeConfig(
-                model=model, served_model_name=name, port=_free_port(), api_key=None,
+                model=model, served_model_name=name, port=free_port(), api_key=None,
                 log_file=str(self.out / f"vllm-{name}.log"), max_model_len=1024,
                 max_num_batched_tokens=1024)).start()
         s = self.servers[name]

@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -47,14 +46,12 @@ def main() -> None:
     from training.rewards import MetaReward
     from verifier.engine import EndpointConfig
     from verifier.parser import format_verification
-    from verifier.serve import ServeConfig, VLLMServer
+    from verifier.serve import ServeConfig, VLLMServer, free_port
     from verifier.tiny_model import TinyModelConfig, build
 
     work = Path(tempfile.mkdtemp(prefix="bench-nemo-reward-"))
     model = build(TinyModelConfig(out=str(work / "meta-verifier")))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = VLLMServer(ServeConfig(model=str(model), port=port, api_key="EMPTY", omp_num_threads=1,
                                     log_file=str(work / "vllm.log"))).start()
     try:

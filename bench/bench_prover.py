@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -118,12 +117,6 @@ def _overrides(argv: list[str], cfg: BenchConfig) -> BenchConfig:
     return cfg
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main(argv: list[str] | None = None) -> None:
     cfg = _overrides(sys.argv[1:] if argv is None else argv, BenchConfig())
     import torch
@@ -146,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     from verifier.results import WandbConfig  # bench runs log no W&B (SFT's default: on)
     from verifier.engine import EndpointConfig
     from verifier.judging import JudgeConfig
-    from verifier.serve import ServeConfig, VLLMServer
+    from verifier.serve import ServeConfig, VLLMServer, free_port
     from verifier.tiny_model import TinyModelConfig, build
 
     t_start = time.monotonic()
@@ -215,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
             learning_rate=cfg.verifier_sft_lr, warmup_steps=5, max_length=512, logging_steps=25, seed=cfg.seed,
             gradient_accumulation_steps=1, bf16=False, save_steps=0), vtrain)
         tick("verifier SFT", t0)
-    server = VLLMServer(ServeConfig(model=str(verifier_dir), served_model_name="verifier", port=_free_port(),
+    server = VLLMServer(ServeConfig(model=str(verifier_dir), served_model_name="verifier", port=free_port(),
                                     api_key=None, log_file=str(out / "vllm-verifier.log"), max_model_len=2048,
                                     max_num_batched_tokens=2048)).start()
     try:

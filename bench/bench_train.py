@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,15 +36,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from training import phase_times
+from verifier.serve import free_port
 
 PY = sys.executable
 ACCELERATE = str(Path(PY).parent / "accelerate")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _env() -> dict[str, str]:
@@ -155,7 +149,7 @@ def main(argv: list[str]) -> None:
                 runs["ZeRO-3 x 2"] = z3 = _run(
                     f"ZeRO-3 x 2 ranks, {length} tokens",
                     [ACCELERATE, "launch", "--config_file", "launch/accelerate/cpu_zero3.yaml", "--num_processes", "2",
-                     "--main_process_port", str(_free_port()), "training/grpo.py", *common, f"output_dir={d / 'z3'}"],
+                     "--main_process_port", str(free_port()), "training/grpo.py", *common, f"output_dir={d / 'z3'}"],
                     d / "z3")
             # steady state: mean step time over steps 2.. (step 1 carries vLLM's one-off torch.compile)
             report[str(length)] = runs

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -90,12 +89,6 @@ class DemoConfig:
     bootstrap_n: int = 200
     api_key: str = "demo-key"
     startup_timeout_s: float = 600.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def hydra_value(s: str) -> str:
@@ -178,7 +171,7 @@ class Demo:
 
 
 def start_server(demo: Demo, name: str, model: str, served: str, log: str, wait: bool):
-    from verifier.serve import ServeConfig, VLLMServer, server_args
+    from verifier.serve import ServeConfig, VLLMServer, free_port, server_args
 
     cfg = ServeConfig(model=model, served_model_name=served, port=free_port(), api_key=demo.cfg.api_key,
                       log_file=log, omp_num_threads=1, startup_timeout_s=demo.cfg.startup_timeout_s)

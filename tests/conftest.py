@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 import pytest
+
+from verifier.serve import free_port
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -19,12 +20,6 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 API_KEY = "test-key"
 LORA_NAME = "tiny-lora"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")

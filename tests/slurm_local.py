@@ -19,18 +19,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from verifier.serve import free_port
+
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch")
 
 
 def missing() -> list[str]:
     """The programs of slurm-wlm / munge that are not installed (empty: a local SLURM can start)."""
     return [d for d in DAEMONS if shutil.which(d) is None and not Path(f"/usr/sbin/{d}").exists()]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _exe(name: str) -> str:
@@ -65,8 +61,8 @@ SlurmdUser=root
 AuthType=auth/munge
 AuthInfo=socket={self.munge_socket}
 CredType=cred/munge
-SlurmctldPort={_free_port()}
-SlurmdPort={_free_port()}
+SlurmctldPort={free_port()}
+SlurmdPort={free_port()}
 StateSaveLocation={r / "state"}
 SlurmdSpoolDir={r / "spool"}
 SlurmctldPidFile={r / "slurmctld.pid"}

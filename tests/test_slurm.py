@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from verifier.serve import free_port
+
 sys.path.insert(0, str(Path(__file__).parent))
 from slurm_local import LocalSlurm, missing
 
@@ -67,12 +69,6 @@ def slurm(tmp_path_factory):
     s.stop()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _port_free(port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) != 0
@@ -108,7 +104,7 @@ def _tiny_env(slurm: LocalSlurm, tmp: Path, tiny_model: Path, port: int) -> dict
                REPO=str(REPO), VENV=str(Path(sys.executable).parents[1]), RUN_DIR=str(tmp / "run"),
                PROFILE="cpu_tiny", META_MODE="server", GEN_MODE="none", META_MODEL=str(tiny_model),
                POLICY_MODEL=str(tiny_model), META_PORT=str(port), META_SERVE_ARGS="omp_num_threads=1",
-               ACCEL_CONFIG="launch/accelerate/cpu.yaml", GPUS_PER_NODE="1", MAIN_PORT=str(_free_port()),
+               ACCEL_CONFIG="launch/accelerate/cpu.yaml", GPUS_PER_NODE="1", MAIN_PORT=str(free_port()),
                HEALTH_TIMEOUT_S="600", STOP_TIMEOUT_S="60")
     env.pop("WANDB_API_KEY", None)
     return env
@@ -116,7 +112,7 @@ def _tiny_env(slurm: LocalSlurm, tmp: Path, tiny_model: Path, port: int) -> dict
 
 def _sbatch(slurm: LocalSlurm, tmp: Path, tiny_model: Path, overrides: list[str], timeout: float = 1800):
     """`sbatch --wait launch/slurm/grpo.sbatch OVERRIDES` in the tiny setting; returns (rc, job id, port, log)."""
-    port = _free_port()
+    port = free_port()
     env = _tiny_env(slurm, tmp, tiny_model, port)
     log = tmp / "slurm.out"
     p = subprocess.run(["sbatch", "--parsable", "--wait", *TINY_SBATCH, f"--output={log}",
@@ -178,7 +174,7 @@ def test_scancel_stops_the_trainer_and_the_meta_verifier_server(slurm, tmp_path,
     out = tmp_path / "grpo"
     overrides = [*_llm_reward(out), "grpo.max_steps=200", "grpo.save_steps=1000"]
     log = tmp_path / "slurm.out"
-    port = _free_port()
+    port = free_port()
     env = _tiny_env(slurm, tmp_path, tiny_model, port)
     p = subprocess.run(["sbatch", "--parsable", *TINY_SBATCH, f"--output={log}", "launch/slurm/grpo.sbatch",
                         *overrides], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
@@ -231,7 +227,7 @@ def test_meta_verifier_sbatch_serves_until_scancel(slurm, tmp_path, tiny_model):
     """`sbatch launch/slurm/meta_verifier.sbatch MODEL PORT` (tiny model, CPU serve defaults), then scancel."""
     import time
 
-    port = _free_port()
+    port = free_port()
     env = _tiny_env(slurm, tmp_path, tiny_model, port)
     log = tmp_path / "meta.out"
     p = subprocess.run(["sbatch", "--parsable", "--gpus-per-node=0", "--time=60", f"--output={log}",
@@ -259,7 +255,7 @@ def test_serve_verifier_sh_serves_a_model_dir(tmp_path, tiny_model):
     import os
     import signal
 
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", VERIFIER_API_KEY=API_KEY, HF_HUB_OFFLINE="1",
                PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
                VERIFIER_SERVE_PIDFILE=str(tmp_path / "serve.pid"))

@@ -25,6 +25,7 @@ import dataclasses
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -80,6 +81,13 @@ class ServeConfig:  # mirrored by configs/serving/serve.yaml
 
 
 RUN_SERVED_NAME = "verifier"  # the name the examples and eval.* configs call a served trained verifier by
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now (the OS picks it; the project's one helper for this)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def resolve_run_dir(cfg: ServeConfig) -> ServeConfig:
