@@ -43,14 +43,10 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import REPO, environment, last_line
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+environment(TRANSFORMERS_OFFLINE="1", VLLM_LOGGING_LEVEL="WARNING")
 
 
 def parse_args() -> argparse.Namespace:
@@ -118,7 +114,7 @@ def main() -> None:
     args = parse_args()
     from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, base_seed
     from verifier.judging import JudgeConfig, synthetic_verdict_regex
-    from bench.peer_compare import agreement, last_line, pass_text_agreement, peer_decisions, run_peer
+    from bench.peer_compare import LINE_FORMATS, agreement, line_values, pass_text_agreement, peer_decisions, run_peer
     from verifier.records import Verdict
     from verifier.runner import judge_trajectories, verification_item
     from verifier.offline import OfflineConfig, VLLMOfflineEngine
@@ -389,7 +385,7 @@ def main() -> None:
             offline.close()
         for s in (server, *pair):
             s.stop()
-    print(last_line(med, med["vs_peer"], med["peer_agreement"]), flush=True)
+    last_line(line_values(med, med["vs_peer"], med["peer_agreement"]), formats=LINE_FORMATS)
 
 
 if __name__ == "__main__":

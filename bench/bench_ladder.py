@@ -22,7 +22,7 @@ held-out proofs, so every rung is measured against exact truth:
    1-5 are scored per pass (one verification per proof, the paper's protocol before Pess-Ver); pess_ver is
    pos_aug's weights scored by the 8-pass pessimistic decision.
 
-Resumable: each stage records its settings (``bench/bench_learning.done_stage``); a killed run re-run with the same
+Resumable: each stage records its settings (``bench/common.done_stage``); a killed run re-run with the same
 options resumes at the stage it was in; other options are an error naming them. Options as ``key=value``
 (``LadderConfig``); ``until=STAGE`` stops after a stage. Writes OUT/report.{json,md} and OUT/ladder.png. Last line,
 exactly: ``meta_vs_rough_meta_f1=<r> meta_vs_rough_ci_low=<r> extra_ann_meta_tnr_delta=<r> extra_ann_ci_low=<r>
@@ -45,13 +45,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("WANDB_MODE", "offline")
-os.environ.setdefault("WANDB_SILENT", "true")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import done_stage, environment, mark_done, settings_of
+
+environment(wandb=True)
 
 from data_pipeline import synthetic_recipes as recipes
 from verifier.errors import UserError
@@ -166,8 +163,6 @@ class Bench:
         print(f"[bench-ladder {time.monotonic() - self.t0:6.0f}s] {msg}", flush=True)
 
     def stage(self, name: str, settings: dict[str, Any], fn) -> Any:
-        from bench.bench_learning import done_stage, mark_done
-
         marker = self.out / name / "bench_done.json"
         settings = json.loads(json.dumps(settings, default=str))
         if done_stage(marker, settings, self.cfg.resume):
@@ -438,7 +433,6 @@ class Bench:
 
     def one_row(self, name: str, warm: str) -> None:
         """Train (or for ``base`` only evaluate) one row / seed; resumable by its marker."""
-        from bench.bench_learning import _settings, done_stage, mark_done
         from training.grpo import run
 
         row, _, seed = name.partition("/")
@@ -449,7 +443,7 @@ class Bench:
             root, variant, comps = ROW_DATA[row]
             rc = self.run_cfg(name, self.out / "grpo_data" / root, variant, comps, int(seed.removeprefix("seed")),
                               warm, True)
-        marker, settings = self.out / "rows" / name / "bench_done.json", _settings(rc)  # before run fills paths
+        marker, settings = self.out / "rows" / name / "bench_done.json", settings_of(rc)  # before run fills paths
         if done_stage(marker, settings, self.cfg.resume):
             return
         run(rc)

@@ -38,13 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("WANDB_MODE", "offline")
-os.environ.setdefault("WANDB_SILENT", "true")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import done_stage, environment, last_line, mark_done, settings_of
+
+environment(wandb=True)
 
 
 @dataclass
@@ -230,37 +227,6 @@ def pooled_metrics(gold, per_seed, spec) -> dict[str, Any]:
     return metric_table(rows, clusters, list(METRICS), spec)
 
 
-def _settings(obj: Any) -> Any:
-    """A JSON-comparable form of a (nested) config dataclass: what a resumed stage must match."""
-    return json.loads(json.dumps(dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj, default=str))
-
-
-def done_stage(marker: Path, settings: Any, resume: bool) -> bool:
-    """True when ``marker`` records exactly ``settings`` (the stage finished with them and can be reused).
-
-    A marker with other settings is an error naming the differing keys (silently reusing a stage trained with
-    other knobs would mix experiments); without ``resume`` an existing marker is an error too.
-    """
-    if not marker.is_file():
-        return False
-    have = json.loads(marker.read_text())
-    if not resume:
-        raise SystemExit(f"{marker.parent}: a finished stage is there and resume=false: use another out= or delete it")
-    if have != settings:
-        diff = sorted(k for k in {*have, *settings} if have.get(k) != settings.get(k)) if isinstance(have, dict) \
-            and isinstance(settings, dict) else ["<settings>"]
-        raise SystemExit(f"{marker.parent}: finished with other settings ({', '.join(diff)} differ): use another "
-                         "out= or delete that folder")
-    return True
-
-
-def mark_done(marker: Path, settings: Any) -> None:
-    """Record that the stage in ``marker.parent`` finished with ``settings`` (atomic)."""
-    tmp = marker.with_suffix(".tmp")
-    tmp.write_text(json.dumps(settings, indent=1, sort_keys=True))
-    os.replace(tmp, marker)
-
-
 def write_if_changed(path: Path, records) -> None:
     """Write a JSONL atomically, and only when its content differs (a parallel worker may be reading it)."""
     from verifier.io import write_jsonl
@@ -396,7 +362,7 @@ def run_suite(argv: list[str], cfg: BenchConfig) -> None:
           f"{loc_out / 'diagnostics.png'}. Wall time {time.monotonic() - t0:.0f}s.\n")
     (out / "report.md").write_text(md)
     print(f"wrote {out / 'report.md'}; total {time.monotonic() - t0:.0f}s")
-    print(last_line(pol, loc))
+    last_line(line_values(pol, loc))
 
 
 def suite_commands(argv: list[str], out: Path) -> tuple[list[str], list[str]]:
@@ -419,15 +385,13 @@ def suite_commands(argv: list[str], out: Path) -> tuple[list[str], list[str]]:
     return pol_cmd, loc_cmd
 
 
-def last_line(pol: dict[str, Any], loc: dict[str, Any]) -> str:
-    """The bench's last line: the meta arm's held-out reward before / after with the paired CI's lower bound (from
+def line_values(pol: dict[str, Any], loc: dict[str, Any]) -> dict[str, Any]:
+    """The values of the bench's last line: the meta arm's held-out reward before / after with the paired CI's lower bound (from
     report ``pol``), and meta - rough in Meta BF1 (its CI's lower bound) and first-error step accuracy (``loc``)."""
     base, mv = pol["rows"][0], pol["rows"][2]
     d_meta, d_loc = loc["meta_vs_rough_meta_bf1"], loc["meta_vs_rough_loc_acc"]
-    return (f"reward_before={base['reward'][0]:.4f} reward_after={mv['reward'][0]:.4f} "
-            f"delta_ci_low={mv['delta_vs_sft'][1]:.4f} meta_vs_rough_meta_f1={d_meta[0]:.4f} "
-            f"meta_vs_rough_ci_low={(d_meta[1] if d_meta[1] is not None else float('nan')):.4f} "
-            f"loc_acc_meta_vs_rough={d_loc[0]:.4f}")
+    return {"reward_before": base["reward"][0], "reward_after": mv["reward"][0], "delta_ci_low": mv["delta_vs_sft"][1],
+            "meta_vs_rough_meta_f1": d_meta[0], "meta_vs_rough_ci_low": d_meta[1], "loc_acc_meta_vs_rough": d_loc[0]}
 
 
 METRICS = ("rough.tpr", "rough.tnr", "rough.balanced_f1", "meta.tpr", "meta.tnr", "meta.balanced_f1")
@@ -542,7 +506,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"[bench-learning] noisier SFT targets: {moved} of {len(sft_trajs)} name a first error step "
                   "2-3 steps off", flush=True)
         sft_marker = out / "sft" / "bench_done.json"
-        sft_settings = {"sft": _settings(sft_cfg), "sft_step_noise": cfg.sft_step_noise}
+        sft_settings = {"sft": settings_of(sft_cfg), "sft_step_noise": cfg.sft_step_noise}
         if cfg.sft_from:  # the starting model is part of the stage's settings (a changed start redoes the SFT)
             sft_settings["sft_from_config"] = json.loads((model_dir / "config.json").read_text())
         if done_stage(sft_marker, sft_settings, cfg.resume):
@@ -578,7 +542,7 @@ def main(argv: list[str] | None = None) -> None:
     counts: dict[str, list[Any]] = {}  # arm -> one [records, COLUMNS] array per seed
     locs: dict[str, list[Any]] = {}  # arm -> one [records, (rejected invalid, step exact)] array per seed
     def run_or_resume(name: str, rc: GRPORunConfig) -> dict[str, Any]:
-        marker, settings = out / name / "bench_done.json", _settings(rc)
+        marker, settings = out / name / "bench_done.json", settings_of(rc)
         if done_stage(marker, settings, cfg.resume):
             print(f"[bench-learning] {name}: resumed (finished with these settings)", flush=True)
             return json.loads((out / name / "metrics.json").read_text())
@@ -653,7 +617,7 @@ def main(argv: list[str] | None = None) -> None:
     _plot(report, out / "learning.png")
     print(md)
     r, mv = rows[1], rows[2]
-    report_line = last_line(report, report)
+    values = line_values(report, report)
     order = ("reproduces (95% CI above 0)" if d_meta[1] is not None and d_meta[1] > 0 else
              "points the same way but is NOT significant (95% CI includes 0)" if d_meta[0] > 0 else
              "does NOT reproduce")
@@ -661,7 +625,7 @@ def main(argv: list[str] | None = None) -> None:
           f"{_f(mv['meta.balanced_f1'][0])} vs {_f(r['meta.balanced_f1'][0])}, difference "
           f"{_pts(d_meta[0])} points, 95% CI [{_pts(d_meta[1])}, {_pts(d_meta[2])}] over problems and seeds")
     print(f"wrote {out / 'report.md'}, {out / 'learning.png'}, {out / 'diagnostics.png'}; total {time.monotonic() - t_start:.0f}s")
-    print(report_line)
+    last_line(values)
 
 
 def _pts(v: float | None) -> str:

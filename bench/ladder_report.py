@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from bench.bench_learning import pooled_metrics
+from bench.common import last_line
 from bench.step_rule import step_rows
 from eval.metrics import COLUMNS, metric_deltas
 from eval.stats import BootstrapSpec
@@ -82,7 +83,7 @@ def report(out: Path, cfg: Any, names: list[str], cand: dict[str, Any]) -> dict[
     (out / "report.md").write_text(md)
     plot(doc, out / "ladder.png")
     print(md)
-    print(last_line(doc))
+    last_line(line_values(doc))
     return doc
 
 
@@ -137,19 +138,17 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     save_figure(fig, path)
 
 
-def last_line(doc: dict[str, Any]) -> str:
+def line_values(doc: dict[str, Any]) -> dict[str, float]:
+    """The values of ``make bench-ladder``'s last line, in its order."""
     t, fa = doc["tests"], doc["false_accept"]
 
     def pair(name: str) -> tuple[float, float]:
         return _n(t[name]["delta"]), _n(t[name]["ci"][0])
 
-    vals = {"meta_vs_rough_meta_f1": pair("meta_vs_rough"), "extra_ann_meta_tnr": pair("extra_ann_tnr"),
-            "pos_aug_tpr": pair("pos_aug_tpr"), "pess_tnr": pair("pess_tnr"),
-            "final_vs_base_meta_f1": pair("final_vs_base"), "selection_vs_random_meta_f1": pair("selection_vs_random")}
-    m, e, pa, pe, f, s = vals.values()
-    return (f"meta_vs_rough_meta_f1={m[0]:.4f} meta_vs_rough_ci_low={m[1]:.4f} extra_ann_meta_tnr_delta={e[0]:.4f} "
-            f"extra_ann_ci_low={e[1]:.4f} pos_aug_tpr_delta={pa[0]:.4f} pos_aug_ci_low={pa[1]:.4f} "
-            f"pess_tnr_delta={pe[0]:.4f} pess_ci_low={pe[1]:.4f} final_vs_base_meta_f1={f[0]:.4f} "
-            f"final_vs_base_ci_low={f[1]:.4f} selection_vs_random_meta_f1={s[0]:.4f} "
-            f"selection_vs_random_ci_low={s[1]:.4f} false_accept_base={fa['base_per_pass']:.4f} "
-            f"false_accept_final={fa['final_8pass']:.4f}")
+    m, e, pa, pe, f, s = (pair(n) for n in ("meta_vs_rough", "extra_ann_tnr", "pos_aug_tpr", "pess_tnr",
+                                            "final_vs_base", "selection_vs_random"))
+    return {"meta_vs_rough_meta_f1": m[0], "meta_vs_rough_ci_low": m[1], "extra_ann_meta_tnr_delta": e[0],
+            "extra_ann_ci_low": e[1], "pos_aug_tpr_delta": pa[0], "pos_aug_ci_low": pa[1], "pess_tnr_delta": pe[0],
+            "pess_ci_low": pe[1], "final_vs_base_meta_f1": f[0], "final_vs_base_ci_low": f[1],
+            "selection_vs_random_meta_f1": s[0], "selection_vs_random_ci_low": s[1],
+            "false_accept_base": fa["base_per_pass"], "false_accept_final": fa["final_8pass"]}

@@ -3,7 +3,7 @@
 Pure helpers (no inspect-ai import: the peer runs in ``.venv-peer`` as a subprocess, ``bench/peer_inspect.py``):
 the peer's completions are parsed with our one parser (``verifier.parser.parse_completion``) and aggregated with
 our 8-pass pessimism (``verifier.aggregate``), so both sides decide by the same rule; ``agreement`` compares the
-decisions; ``last_line`` is ``make bench-judge``'s contract line (the issue-41 keys appended at the end).
+decisions; ``line_values`` are ``make bench-judge``'s contract line (the issue-41 keys appended at the end).
 """
 
 from __future__ import annotations
@@ -89,18 +89,18 @@ def run_peer(python: str | Path, spec: Mapping[str, Any], work: Path, timeout_s:
     return res
 
 
-def _fmt(x: float, digits: int) -> str:
-    return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+LINE_FORMATS = {"judge_vs_raw": ".3f", "judge_vs_naive": ".2f", "early_stop_token_saving": ".3f",
+                "two_servers_vs_one": ".2f", "vs_peer": ".2f", "peer_agreement": ".3f"}
 
 
-def last_line(med: Mapping[str, float], vs_peer: float, peer_agreement: float) -> str:
-    """``make bench-judge``'s last line: the existing keys in their order, then ``vs_peer`` and ``peer_agreement``.
+def line_values(med: Mapping[str, float], vs_peer: float, peer_agreement: float) -> dict[str, float]:
+    """The values of ``make bench-judge``'s last line (``bench.common.last_line(..., formats=LINE_FORMATS)``): the
+    existing keys in their order, then ``vs_peer`` and ``peer_agreement``.
 
-    >>> last_line({"judge_vs_raw": 0.95, "judge_vs_naive": 6.1, "early_stop_token_saving": 0.4,
-    ...            "two_servers_vs_one": 1.2}, 1.7, 1.0)
+    >>> from bench.common import key_values
+    >>> key_values(line_values({"judge_vs_raw": 0.95, "judge_vs_naive": 6.1, "early_stop_token_saving": 0.4,
+    ...                         "two_servers_vs_one": 1.2}, 1.7, 1.0), formats=LINE_FORMATS)
     'judge_vs_raw=0.950 judge_vs_naive=6.10 early_stop_token_saving=0.400 two_servers_vs_one=1.20 vs_peer=1.70 peer_agreement=1.000'
     """
-    return (f"judge_vs_raw={_fmt(med['judge_vs_raw'], 3)} judge_vs_naive={_fmt(med['judge_vs_naive'], 2)} "
-            f"early_stop_token_saving={_fmt(med['early_stop_token_saving'], 3)} "
-            f"two_servers_vs_one={_fmt(med['two_servers_vs_one'], 2)} "
-            f"vs_peer={_fmt(vs_peer, 2)} peer_agreement={_fmt(peer_agreement, 3)}")
+    return {**{k: med[k] for k in ("judge_vs_raw", "judge_vs_naive", "early_stop_token_saving", "two_servers_vs_one")},
+            "vs_peer": vs_peer, "peer_agreement": peer_agreement}

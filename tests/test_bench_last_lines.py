@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import math
 
+from bench.common import key_values
+
 NAN = float("nan")
 
 
 def test_bench_learning_last_line():
-    from bench.bench_learning import last_line
+    from bench.bench_learning import line_values
+
+    def last_line(pol, loc):
+        return key_values(line_values(pol, loc))
 
     pol = {"rows": [{"reward": [0.41234]}, {}, {"reward": [0.55555], "delta_vs_sft": [0.14, 0.01999, 0.3]}]}
     loc = {"meta_vs_rough_meta_bf1": [0.0312, None, 0.07], "meta_vs_rough_loc_acc": [-0.02]}
@@ -21,12 +26,12 @@ def test_bench_learning_last_line():
 
 
 def test_ladder_report_last_line():
-    from bench.ladder_report import last_line
+    from bench.ladder_report import line_values as last_line
 
     names = ["meta_vs_rough", "extra_ann_tnr", "pos_aug_tpr", "pess_tnr", "final_vs_base", "selection_vs_random"]
     tests = {n: {"delta": 0.01 * (i + 1), "ci": [None if i == 2 else -0.001 * i, 0.5]} for i, n in enumerate(names)}
     doc = {"tests": tests, "false_accept": {"base_per_pass": 0.25, "final_8pass": 0.03125}}
-    assert last_line(doc) == (
+    assert key_values(last_line(doc)) == (
         "meta_vs_rough_meta_f1=0.0100 meta_vs_rough_ci_low=-0.0000 extra_ann_meta_tnr_delta=0.0200 "
         "extra_ann_ci_low=-0.0010 pos_aug_tpr_delta=0.0300 pos_aug_ci_low=nan "
         "pess_tnr_delta=0.0400 pess_ci_low=-0.0030 final_vs_base_meta_f1=0.0500 "
@@ -35,7 +40,10 @@ def test_ladder_report_last_line():
 
 
 def test_bench_judge_last_line():
-    from bench.peer_compare import last_line
+    from bench.peer_compare import LINE_FORMATS, line_values
+
+    def last_line(med, vs_peer, agreement):
+        return key_values(line_values(med, vs_peer, agreement), formats=LINE_FORMATS)
 
     med = {"judge_vs_raw": 0.95, "judge_vs_naive": 6.1, "early_stop_token_saving": NAN, "two_servers_vs_one": 1.234}
     assert last_line(med, 1.7, 1.0) == ("judge_vs_raw=0.950 judge_vs_naive=6.10 early_stop_token_saving=nan "

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.common import key_values
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -196,7 +198,7 @@ def test_suite_last_line_takes_rewards_from_item_3_and_the_comparison_from_item_
            "meta_vs_rough_meta_bf1": [-0.5, -0.9, 0.1], "meta_vs_rough_loc_acc": [-0.5, 0, 0]}
     loc = {"rows": [{"reward": [0.1]}, {}, {"reward": [0.2], "delta_vs_sft": [0.1, -0.3]}],
            "meta_vs_rough_meta_bf1": [0.05, 0.01, 0.09], "meta_vs_rough_loc_acc": [0.12, 0.05, 0.2]}
-    assert bench.last_line(pol, loc) == ("reward_before=0.6900 reward_after=0.7100 delta_ci_low=0.0050 "
+    assert key_values(bench.line_values(pol, loc)) == ("reward_before=0.6900 reward_after=0.7100 delta_ci_low=0.0050 "
                                          "meta_vs_rough_meta_f1=0.0500 meta_vs_rough_ci_low=0.0100 "
                                          "loc_acc_meta_vs_rough=0.1200")
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.common import key_values
 from verifier.parser import format_verification
 from verifier.records import Verdict
 
@@ -72,7 +73,7 @@ def test_pass_text_agreement(pc):
 def test_last_line_keeps_keys_and_order(pc):
     med = {"judge_vs_raw": 0.9512, "judge_vs_naive": 6.123, "early_stop_token_saving": 0.41234,
            "two_servers_vs_one": 1.234}
-    line = pc.last_line(med, 1.6789, 15 / 16)
+    line = key_values(pc.line_values(med, 1.6789, 15 / 16), formats=pc.LINE_FORMATS)
     assert line == ("judge_vs_raw=0.951 judge_vs_naive=6.12 early_stop_token_saving=0.412 two_servers_vs_one=1.23 "
                     "vs_peer=1.68 peer_agreement=0.938")
     keys = [kv.split("=")[0] for kv in line.split()]
@@ -80,7 +81,7 @@ def test_last_line_keeps_keys_and_order(pc):
                     "peer_agreement"]
     assert all(re.fullmatch(r"[a-z_]+=\d+\.\d+", kv) for kv in line.split())
     # no peer venv: the keys are still there, as nan
-    assert pc.last_line(med, math.nan, math.nan).endswith(" vs_peer=nan peer_agreement=nan")
+    assert key_values(pc.line_values(med, math.nan, math.nan), formats=pc.LINE_FORMATS).endswith(" vs_peer=nan peer_agreement=nan")
 
 
 def test_make_bench_judge_installs_the_peer_apart():
