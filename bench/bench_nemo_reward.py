@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -25,11 +24,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import REPO, environment, last_line
+
+environment()
 
 
 def main() -> None:
@@ -117,7 +115,7 @@ def main() -> None:
     finally:
         server.stop()
     med = sorted(r["ours_vs_nemo"] for r in reps)[len(reps) // 2]
-    print(f"reward_vs_nemo={med:.2f} reward_agreement={reps[-1]['same']:.3f}")
+    last_line({"reward_vs_nemo": med, "reward_agreement": reps[-1]["same"]}, ".2f", {"reward_agreement": ".3f"})
 
 
 if __name__ == "__main__":

@@ -36,13 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("WANDB_MODE", "offline")
-os.environ.setdefault("WANDB_SILENT", "true")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import environment, last_line
+
+environment(wandb=True)
 
 
 @dataclass
@@ -227,11 +224,15 @@ def main(argv: list[str] | None = None) -> None:
     _plot(report, out / "prover.png")
     print(md)
     print(f"wrote {out / 'report.md'}, {out / 'prover.png'}; total {time.monotonic() - t_start:.0f}s")
+    last_line(line_values(report))
+
+
+def line_values(report: dict[str, Any]) -> dict[str, float | None]:
+    """The values of the bench's last line (``None``: ``nan``, no gold-reward arm or no refinement measured)."""
     b, a, g = report["rows"]["before"], report["rows"]["pess8"], report["rows"].get("gold")
-    print(f"true_acc_before={b['true_acc']:.4f} true_acc_after={a['true_acc']:.4f} accept_after={a['accept']:.4f} "
-          f"hacking_rate={a['hacking_rate']:.4f} "
-          f"gold_reward_true_acc_after={(g['true_acc'] if g else float('nan')):.4f} "
-          f"refine_gain={a['refine_gain'] if a['refine_gain'] is not None else float('nan'):.4f}")
+    return {"true_acc_before": b["true_acc"], "true_acc_after": a["true_acc"], "accept_after": a["accept"],
+            "hacking_rate": a["hacking_rate"], "gold_reward_true_acc_after": g["true_acc"] if g else None,
+            "refine_gain": a["refine_gain"]}
 
 
 def _arms(cfg: BenchConfig, out: Path, prover_sft: Path, ep, grpo_problems, held, tick, t_start, timings, api):

@@ -15,18 +15,16 @@ Last line, exactly: ``reward_speedup_vs_sequential=<sequential time / our time>`
 from __future__ import annotations
 
 import asyncio
-import os
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import environment, last_line
+
+environment()
 
 GRADE_REGEX = r"<final_answer>\ngrade: (EXACT_MATCH|BASIC_MATCH|POOR_MATCH|WRONG_POLARITY)\n</final_answer>"
 
@@ -122,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
               f"B x G = {opts['batch']}, judge max_tokens {opts['judge_max_tokens']}, {opts['repeats']} repeats")
     finally:
         server.stop()
-    print(f"reward_speedup_vs_sequential={ts / tc:.2f}")
+    last_line({"reward_speedup_vs_sequential": ts / tc}, ".2f")
 
 
 if __name__ == "__main__":

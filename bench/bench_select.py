@@ -20,6 +20,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import last_line  # noqa: E402, RUF100
 from data_pipeline.selection import SelectConfig, score  # noqa: E402, RUF100
 
 N_ROWS = 1_000_000
@@ -100,7 +101,7 @@ def main() -> None:
           f"speed-up x{slow / max(fast_s, 1e-9):.1f} (entropies and statuses identical)")
     print(f"full: {len(verdicts)} rows vectorised {fast:.3f}s; python reference extrapolated "
           f"{slow * len(verdicts) / len(v_s):.1f}s (x{slow * len(verdicts) / len(v_s) / fast:.1f}); target <= 10 s")
-    print(f"verdict_rows={len(verdicts)} seconds={fast:.3f}")
+    last_line({"verdict_rows": len(verdicts), "seconds": fast}, ".3f", {"verdict_rows": "d"})
 
 
 if __name__ == "__main__":

@@ -33,8 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import REPO, last_line
 from training import phase_times
 from verifier.serve import free_port
 
@@ -168,9 +168,11 @@ def main(argv: list[str]) -> None:
     if zero3:
         stepped = [r for r, s in z3["ranks"].items() if s == z3["steps"]]
         print(f"ZeRO-3 steps per rank: {z3['ranks']}")
-        print(f"colocate_vs_hf={ratio[lengths[-1]]:.2f} zero3_steps={z3['steps']} ranks={len(stepped)}")
+        last_line({"colocate_vs_hf": ratio[lengths[-1]], "zero3_steps": str(z3["steps"]), "ranks": len(stepped)},
+                  ".2f", {"ranks": "d"})
     else:
-        print(f"colocate_vs_hf={ratio[lengths[-1]]:.2f} zero3_steps=0 ranks=0")
+        last_line({"colocate_vs_hf": ratio[lengths[-1]], "zero3_steps": 0, "ranks": 0}, ".2f",
+                  {"zero3_steps": "d", "ranks": "d"})
 
 
 if __name__ == "__main__":

@@ -49,3 +49,45 @@ def test_bench_judge_last_line():
     assert last_line(med, 1.7, 1.0) == ("judge_vs_raw=0.950 judge_vs_naive=6.10 early_stop_token_saving=nan "
                                         "two_servers_vs_one=1.23 vs_peer=1.70 peer_agreement=1.000")
     assert math.isnan(med["early_stop_token_saving"])
+
+
+def test_bench_prover_last_line():
+    from bench.bench_prover import line_values
+
+    report = {"rows": {"before": {"true_acc": 0.25},
+                       "pess8": {"true_acc": 0.3125, "accept": 0.5, "hacking_rate": 0.125, "refine_gain": None}}}
+    assert key_values(line_values(report)) == (
+        "true_acc_before=0.2500 true_acc_after=0.3125 accept_after=0.5000 hacking_rate=0.1250 "
+        "gold_reward_true_acc_after=nan refine_gain=nan")
+    report["rows"]["gold"], report["rows"]["pess8"]["refine_gain"] = {"true_acc": 0.4}, 0.06251
+    assert key_values(line_values(report)).endswith(" gold_reward_true_acc_after=0.4000 refine_gain=0.0625")
+
+
+def test_the_inline_last_lines_keep_their_formats():
+    """bench_reward, bench_select, bench_train and bench_nemo_reward build their line in place: the same values and
+    formats as there give the strings their former f-strings gave."""
+    from bench.common import last_line
+
+    assert key_values({"reward_speedup_vs_sequential": 3.0 / 1.3}, ".2f") == "reward_speedup_vs_sequential=2.31"
+    assert (key_values({"verdict_rows": 12345, "seconds": 0.98765}, ".3f", {"verdict_rows": "d"})
+            == "verdict_rows=12345 seconds=0.988")
+    assert (key_values({"colocate_vs_hf": 1.456, "zero3_steps": str(3), "ranks": 2}, ".2f", {"ranks": "d"})
+            == "colocate_vs_hf=1.46 zero3_steps=3 ranks=2")
+    assert (key_values({"colocate_vs_hf": 1.456, "zero3_steps": 0, "ranks": 0}, ".2f",
+                       {"zero3_steps": "d", "ranks": "d"}) == "colocate_vs_hf=1.46 zero3_steps=0 ranks=0")
+    assert (last_line({"reward_vs_nemo": 0.995, "reward_agreement": 0.8125}, ".2f", {"reward_agreement": ".3f"})
+            == "reward_vs_nemo=0.99 reward_agreement=0.812")
+
+
+def test_every_bench_prints_its_last_line_through_bench_common():
+    """No bench formats its own last line or repeats the preamble: the ``key=value`` writer and the environment
+    defaults live in bench/common.py."""
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    for name in ("bench_judge", "bench_ladder", "bench_learning", "bench_nemo_reward", "bench_prover", "bench_reward",
+                 "bench_select", "bench_train", "ladder_report"):
+        text = (bench / f"{name}.py").read_text()
+        assert "from bench.common import" in text, name
+        assert 'os.environ.setdefault("OMP_NUM_THREADS"' not in text, name
+        assert "def free_port" not in text and "def _free_port" not in text, name
