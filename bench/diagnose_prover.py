@@ -10,7 +10,8 @@ SFT set nor in the held-out set), with ``bench/bench_prover.py``'s task knobs an
    one wrong operation result (``5 + 3 = 9``, an error kind it is never shown), at two judge temperatures.
 
 Generation is Hugging Face ``generate`` on the tiny models (no server). Writes
-``runs/diagnose_prover/{diagnosis.json,diagnosis.png}``. Options as ``key=value``: every ``BenchConfig`` field
+``runs/diagnose_prover/{diagnosis.json,diagnosis.png}``; last line ``prover_true_acc=<r> mixed_groups_best=<n>
+verifier_parsed=<r> verifier_accepts_wrong=<r> seconds=<n>``. Options as ``key=value``: every ``BenchConfig`` field
 of the bench (``prover_sft_steps``, ``verifier_sft_steps``, ...) plus ``every`` and ``n_problems``.
 """
 
@@ -25,8 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_prover import BenchConfig, _overrides
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.bench_prover import BenchConfig, _overrides
+from bench.common import last_line
 
 TEMPERATURES = (0.0, 0.5, 0.7, 1.0)
 JUDGE_TEMPERATURES = (0.5, 1.0)
@@ -193,6 +195,21 @@ def main(argv: list[str] | None = None) -> None:
     a3.legend(fontsize=6)
     save_figure(fig, out / "diagnosis.png")
     print(f"wrote {out / 'diagnosis.json'}, {out / 'diagnosis.png'}; {doc['seconds']}s")
+    last_line(line_values(doc), formats=LINE_FORMATS)
+
+
+LINE_FORMATS = {"mixed_groups_best": "d", "seconds": "d"}
+
+
+def line_values(doc: dict[str, Any]) -> dict[str, Any]:
+    """The diagnosis's last line: the prover's greedy true accuracy at the end of its SFT, the most GRPO groups with
+    a mixed gold reward over the sampling temperatures, and the verifier at its last SFT step and judge temperature
+    (share of parsed passes on gold proofs, share accepting a proof with a wrong result)."""
+    v = doc["verifier_sft"][-1]
+    return {"prover_true_acc": doc["prover_sft"][-1]["true_acc"],
+            "mixed_groups_best": max(e["mixed_groups"] for e in doc["prover_temperature"]),
+            "verifier_parsed": v["gold"]["parsed"], "verifier_accepts_wrong": v["wrong_result"]["valid"],
+            "seconds": doc["seconds"]}
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ with bootstrap CIs over problems and seed pairs (``eval.metrics.metric_deltas`` 
 * ``most_named``: the same verdict with the step most rejecting passes name (ties: the earliest of them;
   ``judge.step_rule=most_named``, ``verifier.aggregate``).
 
-Usage: ``python bench/step_rule.py out=runs/item4_copy_seed2/localisation``. Writes ``OUT/step_rule.json``.
+Usage: ``python bench/step_rule.py out=runs/item4_copy_seed2/localisation``. Writes ``OUT/step_rule.json``; last line
+``per_pass_meta_f1_delta=<r> per_pass_meta_f1_ci_low=<r> earliest_meta_f1_delta=<r> ... step_acc_ci_low=<r>``.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import last_line
 
 from eval.metrics import COLUMNS, Prediction, metric_deltas, ratio_delta, record_row
 from eval.stats import BootstrapSpec, harmonic, safe_ratio
@@ -110,6 +111,15 @@ def main(argv: list[str] | None = None) -> None:
     for r, d in result["meta_vs_rough"].items():
         print(f"  meta - rough, {r}: " + "  ".join(f"{k} {100 * v[0]:+.1f} [{100 * v[1]:+.1f}, {100 * v[2]:+.1f}]"
                                                   for k, v in d.items()))
+    last_line(line_values(result))
+
+
+def line_values(result: dict[str, Any]) -> dict[str, float | None]:
+    """The script's last line: meta_ver_rl - rough_rl in Meta BF1 under each step rule with its CI's lower bound,
+    then in the rejecting passes' exact-step accuracy."""
+    d, acc = result["meta_vs_rough"], result["meta_vs_rough"]["per_pass"]["step_acc"]
+    return {**{f"{r}_meta_f1_{k}": d[r]["meta.balanced_f1"][i] for r in RULES for k, i in (("delta", 0), ("ci_low", 1))},
+            "step_acc_delta": acc[0], "step_acc_ci_low": acc[1]}
 
 
 if __name__ == "__main__":

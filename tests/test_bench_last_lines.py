@@ -86,8 +86,28 @@ def test_every_bench_prints_its_last_line_through_bench_common():
 
     bench = Path(__file__).resolve().parents[1] / "bench"
     for name in ("bench_judge", "bench_ladder", "bench_learning", "bench_nemo_reward", "bench_prover", "bench_reward",
-                 "bench_select", "bench_train", "ladder_report"):
+                 "bench_select", "bench_train", "diagnose_prover", "ladder_report", "step_rule"):
         text = (bench / f"{name}.py").read_text()
         assert "from bench.common import" in text, name
         assert 'os.environ.setdefault("OMP_NUM_THREADS"' not in text, name
         assert "def free_port" not in text and "def _free_port" not in text, name
+
+
+def test_step_rule_and_diagnose_prover_end_with_a_key_value_line():
+    from bench.diagnose_prover import LINE_FORMATS, line_values as diagnosis_values
+    from bench.step_rule import RULES, line_values as step_rule_values
+
+    result = {"meta_vs_rough": {r: {"meta.tnr": (0.0, 0.0, 0.0), "meta.balanced_f1": (0.01 * i, -0.02, 0.05)}
+                                for i, r in enumerate(RULES)}}
+    result["meta_vs_rough"]["per_pass"]["step_acc"] = (0.125, None, 0.3)
+    assert key_values(step_rule_values(result)) == (
+        "per_pass_meta_f1_delta=0.0000 per_pass_meta_f1_ci_low=-0.0200 earliest_meta_f1_delta=0.0100 "
+        "earliest_meta_f1_ci_low=-0.0200 most_named_meta_f1_delta=0.0200 most_named_meta_f1_ci_low=-0.0200 "
+        "step_acc_delta=0.1250 step_acc_ci_low=nan")
+    doc = {"prover_sft": [{"step": 100, "true_acc": 0.1}, {"step": 200, "true_acc": 0.40625}],
+           "prover_temperature": [{"mixed_groups": 3}, {"mixed_groups": 7}, {"mixed_groups": 5}],
+           "verifier_sft": [{"gold": {"parsed": 0.5, "valid": 0.2}, "wrong_result": {"valid": 0.1}},
+                            {"gold": {"parsed": 0.96875, "valid": 0.9}, "wrong_result": {"valid": 0.75}}],
+           "seconds": 412}
+    assert key_values(diagnosis_values(doc), formats=LINE_FORMATS) == (
+        "prover_true_acc=0.4062 mixed_groups_best=7 verifier_parsed=0.9688 verifier_accepts_wrong=0.7500 seconds=412")
