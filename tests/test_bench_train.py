@@ -64,3 +64,11 @@ def test_options_repeats_and_the_sync_check_default(bt):
     with pytest.raises(SystemExit, match="repeats"):
         bt.main(["repeat=3"])  # unknown; the message lists the options
     assert "colocate_vs_hf_repeats=<n>" in bt.__doc__
+
+
+def test_the_markdown_section_lists_each_repeat_and_the_median(bt):
+    hf, colo = bt.ARMS
+    run_arm, _ = fake_runs({hf: 4.0, colo: 2.0}, drift=0.5)
+    md = "\n".join(bt._ratio_lines(256, bt.interleaved(run_arm, 3)))
+    assert "| 2 | vLLM colocate then HF generate | 5.500 | 3.000 | 1.83 |" in md
+    assert "colocate_vs_hf median 1.60 (min 1.33, max 1.83, 3 repeats)" in md
