@@ -15,18 +15,25 @@ Printed per budget: the mean seconds per step of each phase (``training/phase_ti
 weight sync, reward, log-probs, backward, optimizer; steps 2.. so that vLLM's one-off compile in step 1
 is left out, like its start-up), the Trainer's steps per second over all steps, and both ratios.
 ``colocate_vs_hf`` = HF step time / colocate step time, steps 2.. (> 1: colocate is faster). The machine is
-shared and timings are noisy: repeat the run and report the spread (docs/training.md).
+shared and timings are noisy, so each budget runs the two arms ``repeats`` times (default 3) interleaved, the
+order alternating per repeat (HF, colocate; colocate, HF; ...), so that slow drift in the machine's load falls on
+both arms; each repeat's ratio is recorded and ``colocate_vs_hf`` is their median (min and max beside it).
+The colocate arm runs with ``grpo.vllm_sync_check`` at its default (``raise``: one 32-token probe scored by
+vLLM and by the trainer after every weight sync, counted in ``phase/weight_sync_s``).
 
-Writes ``runs/bench_train/{report.json,phases.png}`` (stacked phase times per budget and path).
+Writes ``runs/bench_train/{report.json,report.md,phases.png}`` (stacked phase times per budget, path and
+repeat; per-repeat ratios with median, min and max).
 Options ``key=value``: ``steps`` (5), ``lengths`` (112,256; ascending), ``batch`` (16), ``zero3`` (true),
-``out`` (runs/bench_train).
-Last line, exactly: ``colocate_vs_hf=<r> zero3_steps=<n> ranks=<ranks that stepped>`` (r at the last budget).
+``repeats`` (3; >= 1), ``out`` (runs/bench_train).
+Last line, exactly: ``colocate_vs_hf=<r> zero3_steps=<n> ranks=<ranks that stepped> colocate_vs_hf_repeats=<n>``
+(r: the median over the repeats at the last budget).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,9 +44,39 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import REPO, last_line
 from training import phase_times
 from verifier.serve import free_port
+from training.config import GRPOSettings
 
 PY = sys.executable
 ACCELERATE = str(Path(PY).parent / "accelerate")
+
+
+ARMS = ("HF generate", "vLLM colocate")
+SYNC_CHECK = GRPOSettings.vllm_sync_check  # the bench leaves the colocate arm's probe check at the default
+
+
+def arm_order(repeat: int) -> tuple[str, str]:
+    """The arms in the order of repeat ``repeat`` (0-based): HF first on even repeats, colocate first on odd."""
+    return ARMS if repeat % 2 == 0 else ARMS[::-1]
+
+
+def interleaved(run_arm, repeats: int, step_s=lambda r: r["phases"]["phase/step_s"]["mean"]) -> dict:
+    """Run both arms ``repeats`` times, interleaved (:func:`arm_order`), and summarise their step-time ratio.
+
+    ``run_arm(arm, repeat)`` runs one arm and returns its result; ``step_s(result)`` is its seconds per step.
+    Returns ``order`` (the (arm, repeat) calls in order), ``runs`` (arm -> results by repeat), ``ratios``
+    (HF / colocate per repeat) and their ``median``, ``min`` and ``max``."""
+    if repeats < 1:
+        raise ValueError(f"repeats >= 1, got {repeats}")
+    order: list[tuple[str, int]] = []
+    runs: dict[str, list] = {a: [] for a in ARMS}
+    for r in range(repeats):
+        for arm in arm_order(r):
+            order.append((arm, r))
+            runs[arm].append(run_arm(arm, r))
+    hf, colo = ARMS
+    ratios = [step_s(h) / step_s(c) for h, c in zip(runs[hf], runs[colo])]
+    return {"order": order, "runs": runs, "ratios": ratios, "median": statistics.median(ratios),
+            "min": min(ratios), "max": max(ratios)}
 
 
 def _env() -> dict[str, str]:
@@ -76,12 +113,12 @@ def _run(name: str, cmd: list[str], out: Path) -> dict:
 
 def _phase_table(title: str, runs: dict[str, dict]) -> list[str]:
     """Mean seconds per step of each phase (steps after the first), one column per run."""
-    lines = [f"{title:30s}" + "".join(f"{n:>16s}" for n in runs)]
+    lines = [f"{title:30s}" + "".join(f"{n:>18s}" for n in runs)]
     for k in phase_times.KEYS:
         row = [r["phases"].get(k) for r in runs.values()]
-        lines.append(f"{'  ' + k:30s}" + "".join(f"{v['mean']:>16.3f}" if v else f"{'-':>16s}" for v in row))
-    lines.append(f"{'  mean completion tokens':30s}" + "".join(f"{r['mean_length']:>16.1f}" for r in runs.values()))
-    lines.append(f"{'  GRPO steps per second':30s}" + "".join(f"{r['steps_per_s']:>16.3f}" for r in runs.values()))
+        lines.append(f"{'  ' + k:30s}" + "".join(f"{v['mean']:>18.3f}" if v else f"{'-':>18s}" for v in row))
+    lines.append(f"{'  mean completion tokens':30s}" + "".join(f"{r['mean_length']:>18.1f}" for r in runs.values()))
+    lines.append(f"{'  GRPO steps per second':30s}" + "".join(f"{r['steps_per_s']:>18.3f}" for r in runs.values()))
     return lines
 
 
@@ -110,23 +147,46 @@ def plot_phases(report: dict[str, dict[str, dict]], path: Path) -> None:
     plt.close(fig)
 
 
+def _ratio_lines(length: int, res: dict) -> list[str]:
+    """The markdown section of one budget: each repeat's ratio and run order, then median, min and max."""
+    hf, colo = ARMS
+    lines = [f"## {length}-token completions", "", "| repeat | order | HF s/step | colocate s/step | colocate_vs_hf |",
+             "|---|---|---|---|---|"]
+    for r, ratio in enumerate(res["ratios"]):
+        h, c = res["runs"][hf][r], res["runs"][colo][r]
+        lines.append(f"| {r + 1} | {' then '.join(arm_order(r))} | {h['phases']['phase/step_s']['mean']:.3f} | "
+                     f"{c['phases']['phase/step_s']['mean']:.3f} | {ratio:.2f} |")
+    lines += ["", f"colocate_vs_hf median {res['median']:.2f} (min {res['min']:.2f}, max {res['max']:.2f}, "
+                  f"{len(res['ratios'])} repeats)", ""]
+    return lines
+
+
 def main(argv: list[str]) -> None:
     opts = dict(a.split("=", 1) for a in argv)
-    unknown = set(opts) - {"steps", "lengths", "batch", "zero3", "out"}
+    known = ("steps", "lengths", "batch", "zero3", "repeats", "out")
+    unknown = set(opts) - set(known)
     if unknown:
-        sys.exit(f"[bench-train] unknown option(s) {sorted(unknown)}; options: steps, lengths, batch, zero3, out")
+        sys.exit(f"[bench-train] unknown option(s) {sorted(unknown)}; options: {', '.join(known)}")
     out = Path(opts.get("out", "runs/bench_train"))
     steps = int(opts.get("steps", 5))
     lengths = [int(x) for x in opts.get("lengths", "112,256").split(",")]
     batch = int(opts.get("batch", 16))
+    repeats = int(opts.get("repeats", 3))
     zero3 = opts.get("zero3", "true").lower() not in ("0", "false", "no")
     if steps < 2 or not lengths or lengths[-1] != max(lengths):
         sys.exit("[bench-train] steps >= 2 (the first step is warm-up) and lengths ascending (the last line "
                  "reports the last, longest one)")
+    if repeats < 1:
+        sys.exit(f"[bench-train] repeats >= 1, got {repeats}")
     from verifier.tiny_model import TinyModelConfig, build
 
     table: list[str] = []
+    md = ["# make bench-train: HF generate vs vLLM colocate, interleaved repeats", "",
+          f"tiny model, {steps} steps, {batch} completions per step; step time = mean over steps 2-{steps}; "
+          f"arms interleaved, order alternating per repeat; grpo.vllm_sync_check={SYNC_CHECK} (the default: "
+          "a probe check after every colocate weight sync, counted in phase/weight_sync_s).", ""]
     report: dict[str, dict[str, dict]] = {}
+    summary: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
         tmp = Path(tmp)
         model = build(TinyModelConfig(out=str(tmp / "tiny")))
@@ -139,12 +199,18 @@ def main(argv: list[str]) -> None:
                       "data.prompt_template=verify_compact", "eval.enabled=false", "wandb.enabled=false"]
             d = tmp / str(length)
             d.mkdir()
-            hf = _run(f"HF generate, {length} tokens", [PY, "training/grpo.py", *common, f"output_dir={d / 'hf'}"],
-                      d / "hf")
-            colo = _run(f"vLLM colocate, {length} tokens",
-                        [PY, "training/grpo.py", *common, f"output_dir={d / 'colo'}", "grpo.use_vllm=true",
-                         "grpo.vllm_mode=colocate"], d / "colo")
-            runs = {"HF generate": hf, "vLLM colocate": colo}
+
+            def run_arm(arm: str, r: int, common=common, d=d, length=length) -> dict:
+                if arm == ARMS[0]:
+                    return _run(f"HF generate, {length} tokens, repeat {r + 1}/{repeats}",
+                                [PY, "training/grpo.py", *common, f"output_dir={d / f'hf{r}'}"], d / f"hf{r}")
+                # grpo.vllm_sync_check is left at its default (SYNC_CHECK): the probe runs in the timing
+                return _run(f"vLLM colocate, {length} tokens, repeat {r + 1}/{repeats}",
+                            [PY, "training/grpo.py", *common, f"output_dir={d / f'colo{r}'}", "grpo.use_vllm=true",
+                             "grpo.vllm_mode=colocate"], d / f"colo{r}")
+
+            res = interleaved(run_arm, repeats)
+            runs = {f"{arm} #{r + 1}": res["runs"][arm][r] for arm, r in res["order"]}
             if zero3 and length == lengths[-1]:
                 runs["ZeRO-3 x 2"] = z3 = _run(
                     f"ZeRO-3 x 2 ranks, {length} tokens",
@@ -153,26 +219,39 @@ def main(argv: list[str]) -> None:
                     d / "z3")
             # steady state: mean step time over steps 2.. (step 1 carries vLLM's one-off torch.compile)
             report[str(length)] = runs
-            ratio[length] = hf["phases"]["phase/step_s"]["mean"] / colo["phases"]["phase/step_s"]["mean"]
+            ratio[length] = res["median"]
+            hf_runs, colo_runs = (res["runs"][a] for a in ARMS)
+            all_steps = [c["steps_per_s"] / h["steps_per_s"] for h, c in zip(hf_runs, colo_runs)]
+            summary[str(length)] = {"ratios": res["ratios"], "median": res["median"], "min": res["min"],
+                                    "max": res["max"], "ratios_all_steps": all_steps,
+                                    "order": [f"{a} #{r + 1}" for a, r in res["order"]]}
             table += ["", *_phase_table(f"{length}-token budget (s/step)", runs),
-                      f"{'  colocate_vs_hf, steps 2..':30s}{ratio[length]:>16.2f}",
-                      f"{'  colocate_vs_hf, all steps':30s}{colo['steps_per_s'] / hf['steps_per_s']:>16.2f}"]
+                      f"{'  colocate_vs_hf, steps 2..':30s}" + "".join(f"{x:>8.2f}" for x in res["ratios"]),
+                      f"{'  colocate_vs_hf, all steps':30s}" + "".join(f"{x:>8.2f}" for x in all_steps),
+                      f"{'  median (min-max), steps 2..':30s}{res['median']:>8.2f} "
+                      f"({res['min']:.2f}-{res['max']:.2f}) over {repeats} interleaved repeats"]
+            md += _ratio_lines(length, res)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "report.json").write_text(json.dumps({"steps": steps, "batch": batch, "runs": report,
-                                                 "colocate_vs_hf": ratio}, indent=1))
+    (out / "report.json").write_text(json.dumps({"steps": steps, "batch": batch, "repeats": repeats,
+                                                 "vllm_sync_check": SYNC_CHECK, "runs": report,
+                                                 "colocate_vs_hf": ratio, "colocate_vs_hf_repeats": summary},
+                                                indent=1))
+    (out / "report.md").write_text("\n".join(md))
     plot_phases(report, out / "phases.png")
     print("\n".join(table))
-    print(f"wrote {out / 'report.json'}, {out / 'phases.png'}")
+    print(f"wrote {out / 'report.json'}, {out / 'report.md'}, {out / 'phases.png'}")
     print(f"(tiny model, {steps} steps, {batch} completions per step and rank ({batch // 4} prompts x 4), "
-          f"phase times: mean over steps 2-{steps}, this rank's clock; steps/s: the Trainer's, all steps)")
+          f"phase times: mean over steps 2-{steps}, this rank's clock; steps/s: the Trainer's, all steps; "
+          f"{repeats} interleaved repeats of HF and colocate, colocate_vs_hf = their median; "
+          f"grpo.vllm_sync_check={SYNC_CHECK} (default, probe check on in the colocate timing))")
     if zero3:
         stepped = [r for r, s in z3["ranks"].items() if s == z3["steps"]]
         print(f"ZeRO-3 steps per rank: {z3['ranks']}")
-        last_line({"colocate_vs_hf": ratio[lengths[-1]], "zero3_steps": str(z3["steps"]), "ranks": len(stepped)},
-                  ".2f", {"ranks": "d"})
+        last_line({"colocate_vs_hf": ratio[lengths[-1]], "zero3_steps": str(z3["steps"]), "ranks": len(stepped),
+                   "colocate_vs_hf_repeats": repeats}, ".2f", {"ranks": "d", "colocate_vs_hf_repeats": "d"})
     else:
-        last_line({"colocate_vs_hf": ratio[lengths[-1]], "zero3_steps": 0, "ranks": 0}, ".2f",
-                  {"zero3_steps": "d", "ranks": "d"})
+        last_line({"colocate_vs_hf": ratio[lengths[-1]], "zero3_steps": 0, "ranks": 0, "colocate_vs_hf_repeats": repeats},
+                  ".2f", {"zero3_steps": "d", "ranks": "d", "colocate_vs_hf_repeats": "d"})
 
 
 if __name__ == "__main__":
