@@ -166,3 +166,47 @@ def test_a_card_that_cannot_be_read_is_one_error_naming_the_file_and_field(tmp_p
     (run_dir / CARD_FILE).write_text(json.dumps({k: v for k, v in doc.items() if k != "train_max_tokens"}))
     with pytest.raises(CardError, match=re.escape(f"{run_dir / CARD_FILE}, field 'train_max_tokens': missing")):
         read_card(run_dir)
+
+
+# ------------------------------------------------------------------------ read by experiment=prover_rl's reward judge
+
+
+def _prover(run_dir: Path | None, *extra: str):
+    from training.config import GRPORunConfig
+
+    return compose("grpo", GRPORunConfig, ["experiment=prover_rl",
+                                           *([f"prover.verifier_run_dir={run_dir}"] if run_dir else []), *extra])
+
+
+def test_prover_rl_reward_judge_inherits_the_card(run_dir, capsys):
+    plain = _prover(None, "prover.judge.n=2")
+    assert (plain.prover.judge.template, plain.prover.verifier.chat_template_kwargs) == ("verify", None)  # own defaults
+    p = _prover(run_dir, "prover.judge.n=2").prover
+    j, e = p.judge, p.verifier
+    assert (j.template, j.with_reference, j.max_tokens, j.temperature, j.top_p) == ("verify_compact", False, 6000, 0.7, 0.95)
+    assert (e.model, e.chat_template_kwargs) == ("verifier", {"enable_thinking": False})
+    assert j.n == 2 and p.template == "generate_proof"  # the prover's own prompt is not the card's
+    err = capsys.readouterr().err
+    assert "warning" not in err
+    assert (f"note: {run_dir / CARD_FILE} sets prover.judge.template=verify_compact prover.judge.with_reference=false "
+            f"prover.judge.max_tokens=6000") in err
+
+
+def test_prover_rl_contradicting_key_is_a_warning_or_an_error_naming_the_prover_key(run_dir, tmp_path, capsys):
+    p = _prover(run_dir, "prover.judge.max_tokens=1024", "prover.judge.with_reference=true").prover
+    assert (p.judge.max_tokens, p.judge.with_reference) == (1024, True)
+    assert [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("warning")] == [
+        f"warning: prover.judge.max_tokens=1024 but the verifier was trained with 4096 ({run_dir / CARD_FILE})",
+        f"warning: prover.judge.with_reference=true but the verifier was trained with false ({run_dir / CARD_FILE})"]
+    for override, message in [
+            ("prover.judge.template=verify", "prover.judge.template=verify but the verifier was trained with verify_compact"),
+            ("prover.judge.max_tokens=512", "prover.judge.max_tokens=512 is below the 700 tokens the verifier needs"),
+            ("prover.verifier.max_tokens=512", "prover.verifier.max_tokens=512 is below the 700 tokens")]:
+        with pytest.raises(CardError, match=re.escape(message)):
+            _prover(run_dir, override)
+    with pytest.raises(CardError, match=re.escape(f"prover.verifier_run_dir={tmp_path}: no {CARD_FILE} there")):
+        _prover(tmp_path)
+    from training.config import GRPORunConfig
+
+    with pytest.raises(CardError, match="trains no prover"):
+        compose("grpo", GRPORunConfig, ["experiment=meta_ver_rl", f"prover.verifier_run_dir={run_dir}"])

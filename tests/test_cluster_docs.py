@@ -1,7 +1,7 @@
 """Every cluster command written down composes to the run it claims (docs/cluster.md, launch/slurm/).
 
 Commands are read from the files, so the test breaks when the docs drift: the ``bash`` blocks of
-docs/cluster.md, the usage lines in the headers of launch/slurm/*.sbatch and sweep.sh, and the steps those
+docs/cluster.md and of docs/prover.md's "Cluster scale" section, the usage lines in the headers of launch/slurm/*.sbatch and sweep.sh, and the steps those
 scripts start (``DRY_RUN=1`` prints them; sweep.sh runs with a ``PYTHON`` that prints its arguments).
 Each command is composed with the Hydra config and schema of its app and checked for the values that
 matter on GPUs: data source, lengths, steps, bf16, the accelerate/DeepSpeed file, the vLLM mode, and the
@@ -23,6 +23,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs" / "cluster.md"
+PROVER_DOCS = REPO / "docs" / "prover.md"
 SLURM = REPO / "launch" / "slurm"
 
 
@@ -50,6 +51,15 @@ def doc_commands() -> list[str]:
     return [c for b in blocks for c in _join(b.splitlines())]
 
 
+def prover_doc_commands() -> list[str]:
+    """The ``bash`` blocks of docs/prover.md's "Cluster scale" section (issue 42 item 4)."""
+    section = re.search(r"^### Cluster scale\n(.*?)^##? ", PROVER_DOCS.read_text(), re.S | re.M)
+    assert section, "no Cluster scale section in docs/prover.md"
+    blocks = re.findall(r"```bash\n(.*?)```", section.group(1), re.S)
+    assert blocks, "no bash blocks in docs/prover.md's Cluster scale section"
+    return [c for b in blocks for c in _join(b.splitlines())]
+
+
 def header_commands(path: Path) -> list[str]:
     """Usage commands in a script's header comments (``#   sbatch ...``, ``#   launch/slurm/sweep.sh ...``)."""
     lines, grab = [], False
@@ -67,7 +77,7 @@ def header_commands(path: Path) -> list[str]:
     return _join(lines)
 
 
-ALL_COMMANDS = [("docs/cluster.md", c) for c in doc_commands()] + [
+ALL_COMMANDS = [("docs/cluster.md", c) for c in doc_commands()] + [("docs/prover.md", c) for c in prover_doc_commands()] + [
     (f"launch/slurm/{p.name}", c) for p in sorted([*SLURM.glob("*.sbatch"), SLURM / "sweep.sh"]) for c in header_commands(p)]
 
 
@@ -108,14 +118,18 @@ def _sweep_points(overrides: list[str]) -> list[list[str]]:
     return points
 
 
-def check_grpo_run(overrides: list[str], accelerate_file: str | None = None):
-    """Compose a GRPO command and check the values of a real-model run."""
+def check_grpo_run(overrides: list[str], accelerate_file: str | None = None, tmp: Path | None = None):
+    """Compose a GRPO command and check the values of a real-model run (``tmp``: where the verifier cards of
+    ``prover.verifier_run_dir`` are written, :func:`with_cards`)."""
     from training.config import GRPORunConfig
     from training.grpo import check_scale
     from training.scale import is_tiny_model
 
+    overrides = with_cards(overrides, tmp) if tmp is not None else overrides
     cfg = _compose("grpo", GRPORunConfig, [o for o in overrides if not o.startswith(("hydra/", "hydra.", "++hydra."))])
     check_scale(cfg)  # no ToyScaleError: a real model carries real-model values
+    if cfg.prover.enabled:
+        return check_prover_run(cfg, accelerate_file)
     if is_tiny_model(cfg.init_from or cfg.model.name_or_path):  # a tiny twin written out: CPU values
         if accelerate_file is not None:
             assert check_accelerate_file(accelerate_file, gpu=False)["use_cpu"] is True, accelerate_file
@@ -140,6 +154,29 @@ def check_grpo_run(overrides: list[str], accelerate_file: str | None = None):
     if g.use_vllm:
         assert g.vllm_mode in ("server", "colocate")
         assert (g.vllm_mode == "server") == bool(g.vllm_server_base_url), overrides
+    if accelerate_file is not None:
+        check_accelerate_file(accelerate_file, gpu=True)
+    return cfg
+
+
+def check_prover_run(cfg, accelerate_file: str | None):
+    """A real-model prover GRPO run (experiment=prover_rl): real problems, budgets and precision, a verifier on
+    another host (not the CPU default 127.0.0.1) judging with its card's settings (``prover.verifier_run_dir``)."""
+    from verifier.card import read_card
+
+    p, g = cfg.prover, cfg.grpo
+    assert p.reward == "verifier" and p.problems and p.eval_problems and not cfg.data.n_train, cfg.overrides
+    assert "127.0.0.1" not in p.verifier.base_url and "localhost" not in p.verifier.base_url, p.verifier.base_url
+    assert p.verifier_run_dir, "the reward judge takes the verifier's card (prover.verifier_run_dir)"
+    card = read_card(p.verifier_run_dir)
+    assert (p.judge.template, p.judge.with_reference) == (card.template, card.with_reference)
+    assert p.judge.max_tokens >= card.needed_max_tokens and p.verifier.model == card.served_model_name
+    assert g.max_completion_length >= 1024 and g.max_steps >= 100 and g.save_total_limit
+    assert g.bf16 is True and cfg.model.dtype == "bfloat16"
+    if cfg.eval.enabled:
+        assert cfg.eval.judge.max_tokens >= g.max_completion_length
+    if g.use_vllm:
+        assert (g.vllm_mode == "server") == bool(g.vllm_server_base_url)
     if accelerate_file is not None:
         check_accelerate_file(accelerate_file, gpu=True)
     return cfg
@@ -249,6 +286,57 @@ def check_grpo_sbatch(sbatch_opts: list[str], args: list[str], tmp: Path):
         assert master not in (meta_node, gen_node)
     check_serve(serve[serve.index("verifier.serve") + 1:])
     return cfg
+
+
+def check_prover_sbatch(sbatch_opts: list[str], args: list[str], tmp: Path):
+    """prover_rl.sbatch under DRY_RUN=1: the verifier served from ``prover.verifier_run_dir`` on all interfaces with
+    GPU sizes, TRL's generation server for the prover, and the prover GRPO composed against both."""
+    steps = dry_run(SLURM / "prover_rl.sbatch", sbatch_opts, args, tmp)
+    serve = next(s for s in steps if "verifier.serve" in s)
+    gen = next(s for s in steps if "vllm-serve" in s)
+    train = next(s for s in steps if "accelerate launch" in " ".join(s))
+    i = train.index("-c")
+    accel_file, n_machines, n_proc, master, _port, script, *overrides = train[i + 2:]
+    assert script == "training/grpo.py" and "experiment=prover_rl" in overrides
+    assert int(n_machines) >= 1 and int(n_proc) == 8 * int(n_machines)
+    run = next(a for a in args if a.startswith("prover.verifier_run_dir="))[len("prover.verifier_run_dir="):]
+    kv = {w.split("=", 1)[0]: w.split("=", 1)[1] for w in serve if "=" in w and not w.startswith("-")}
+    assert kv["run_dir"] == run and kv["host"] == "0.0.0.0", serve  # servable weights, every interface
+    check_serve(serve[serve.index("verifier.serve") + 1:])
+    cfg = check_grpo_run(overrides, accel_file, tmp)
+    ver_node = next(w for w in serve if w.startswith("--nodelist="))[11:]
+    assert cfg.prover.verifier.base_url == f"http://{ver_node}:{kv['port']}/v1"
+    assert cfg.prover.verifier.model == kv["served_model_name"]
+    assert cfg.grpo.use_vllm and cfg.grpo.vllm_mode == "server"
+    gen_node = next(w for w in gen if w.startswith("--nodelist="))[11:]
+    assert cfg.grpo.vllm_server_base_url == f"http://{gen_node}:{gen[gen.index('--port') + 1]}"
+    if ver_node != gen_node:  # several nodes: the trainers are neither server node
+        assert master not in (ver_node, gen_node)
+    return cfg
+
+
+def test_prover_rl_sbatch_on_four_nodes_uses_every_gpu(tmp_path):
+    """Issue 42 item 4: prover_rl.sbatch (DRY_RUN=1) on four 8-GPU nodes: the verifier (its run directory, TP x DP),
+    the prover's generation server and 16 trainer ranks, each role on its own nodes, all 32 GPUs used; without
+    ``prover.verifier_run_dir`` the job stops with one line naming it."""
+    args = ["prover.verifier_run_dir=/scratch/sweep/pos_aug", "model=qwen3_8b_full", "init_from=/scratch/prover_sft/final",
+            "prover.problems=/data/p.jsonl", "prover.eval_problems=/data/pb.csv", "output_dir=/scratch/runs/prover_rl"]
+    check_prover_sbatch(["--nodes=4"], args, tmp_path)
+    steps = dry_run(SLURM / "prover_rl.sbatch", ["--nodes=4"], args, tmp_path)
+    serve, gen, train = (next(s for s in steps if k in " ".join(s)) for k in ("verifier.serve", "vllm-serve", "accelerate"))
+    kv = {w.split("=", 1)[0]: w.split("=", 1)[1] for w in serve if "=" in w and not w.startswith("-")}
+    ver_gpus = int(kv["tensor_parallel_size"]) * int(kv["data_parallel_size"])
+    gen_gpus = int(gen[gen.index("--tensor_parallel_size") + 1]) * int(gen[gen.index("--data_parallel_size") + 1])
+    n_proc = int(train[train.index("-c") + 4])
+    assert ver_gpus + gen_gpus + n_proc == 4 * 8 and n_proc == 16
+    import os
+
+    conf, names = _min_slurm_conf(tmp_path, 4)
+    env = dict(os.environ, SLURM_CONF=str(conf), SLURM_JOB_NODELIST=names, SLURM_JOB_ID="1", DRY_RUN="1",
+               VERIFIER_API_KEY="k", VENV=str(Path(sys.executable).parents[1]), RUN_DIR=str(tmp_path / "r"), REPO=str(REPO))
+    p = subprocess.run(["bash", str(SLURM / "prover_rl.sbatch"), "model=qwen3_8b_full"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "give prover.verifier_run_dir=DIR" in p.stderr, p.stderr
 
 
 def test_grpo_sbatch_on_four_nodes_uses_every_gpu(tmp_path):
@@ -417,22 +505,30 @@ def runbook_row(experiment: str, tmp: Path):
     return next(c for c in check_sweep(words[1:], tmp / "sweep_row", env) if c.experiment_name == experiment)
 
 
-def compose_verifierbench(overrides: list[str], tmp: Path):
-    """An ``eval.verifierbench`` command composed; a ``verifier_run_dir=SWEEP_DIR/<row>`` of the runbook is given the
-    verifier card that row writes (``training.grpo.verifier_card`` of its composed config), under ``tmp``."""
-    from eval.verifierbench import VerifierBenchConfig
+def with_cards(overrides: list[str], tmp: Path) -> list[str]:
+    """Overrides whose ``verifier_run_dir=SWEEP_DIR/<row>`` (or ``prover.verifier_run_dir=``) of the runbook points at
+    the verifier card that row writes (``training.grpo.verifier_card`` of its composed config), under ``tmp``."""
     from training.grpo import verifier_card
-    from verifier.card import write_card
+    from verifier.card import CARD_FILE, write_card
 
     out = []
     for o in overrides:
-        if o.startswith("verifier_run_dir="):
-            row = tmp / "cards" / Path(o.partition("=")[2]).name
-            row.mkdir(parents=True, exist_ok=True)
-            write_card(row, verifier_card(runbook_row(row.name, tmp), []))
-            o = f"verifier_run_dir={row}"
+        key, _, value = o.partition("=")
+        if key in ("verifier_run_dir", "prover.verifier_run_dir"):
+            row = tmp / "cards" / Path(value).name
+            if not (row / CARD_FILE).exists():
+                row.mkdir(parents=True, exist_ok=True)
+                write_card(row, verifier_card(runbook_row(row.name, tmp), []))
+            o = f"{key}={row}"
         out.append(o)
-    return _compose("verifierbench", VerifierBenchConfig, out)
+    return out
+
+
+def compose_verifierbench(overrides: list[str], tmp: Path):
+    """An ``eval.verifierbench`` command composed, with the card of its ``verifier_run_dir`` (:func:`with_cards`)."""
+    from eval.verifierbench import VerifierBenchConfig
+
+    return _compose("verifierbench", VerifierBenchConfig, with_cards(overrides, tmp))
 
 
 def test_runbook_benchmark_step_judges_with_the_held_out_budgets(tmp_path):
@@ -477,8 +573,8 @@ def check_command(cmd: str, tmp: Path) -> str:
     if words[:2] == ["accelerate", "launch"]:
         cfg_file, script, overrides = _accelerate(words)
         if script == "training/grpo.py":
-            check_grpo_run(overrides, cfg_file)
-            return "grpo"
+            cfg = check_grpo_run(overrides, cfg_file, tmp)
+            return "prover grpo" if cfg.prover.enabled else "grpo"
         if script == "training/sft.py":
             check_sft_run(overrides, cfg_file)
             return "sft"
@@ -496,8 +592,10 @@ def check_command(cmd: str, tmp: Path) -> str:
     if words[:3] == ["python", "-m", "eval.proverbench"]:  # several verifier servers behind one endpoint
         from eval.proverbench import ProverBenchConfig
 
-        c = _compose("proverbench", ProverBenchConfig, words[3:])
+        c = _compose("proverbench", ProverBenchConfig, with_cards(words[3:], tmp))
         assert len(c.verifier.urls) >= 1 and c.judge.n == 8 and c.judge.policy == "pessimistic", cmd
+        for ep in (c.verifier, c.generator):
+            assert "127.0.0.1" not in ep.base_url and "localhost" not in ep.base_url, cmd
         return "proverbench"
     if words[:3] == ["python", "-m", "eval.report"]:
         from eval.report import ReportConfig
@@ -507,6 +605,9 @@ def check_command(cmd: str, tmp: Path) -> str:
     if words[0] == "sbatch":
         i = next(i for i, w in enumerate(words) if w.startswith("launch/slurm/"))
         opts, script, args = words[1:i], words[i], words[i + 1:]
+        if script.endswith("prover_rl.sbatch"):
+            check_prover_sbatch(opts, args, tmp)
+            return "sbatch prover"
         if script.endswith("grpo.sbatch"):
             check_grpo_sbatch(opts, args, tmp)
             return "sbatch grpo"
@@ -567,6 +668,22 @@ def test_the_written_commands_cover_every_kind(tmp_path):
             "front"} <= kinds
     assert any(w.startswith("launch/slurm/grpo.sbatch") for w, _ in ALL_COMMANDS)
     assert any(w.startswith("launch/slurm/sweep.sh") for w, _ in ALL_COMMANDS)
+
+
+def test_prover_docs_cluster_commands_cover_the_prover_path(tmp_path):
+    """Issue 42 item 4: docs/prover.md's cluster section serves the verifier and the trained prover from their run
+    directories (servable weights: ``run_dir=``, not a LoRA adapter's ``final/``) on all interfaces with GPU sizes,
+    trains the prover (accelerate and the SLURM recipe) against the served verifier with its card, and scores it."""
+    kinds = []
+    for i, c in enumerate(prover_doc_commands()):
+        (tmp_path / str(i)).mkdir()
+        kinds.append(check_command(c, tmp_path / str(i)))
+    assert {"serve", "prover grpo", "sbatch prover", "proverbench"} <= set(kinds), kinds
+    serves = [dict(w.split("=", 1) for w in shlex.split(c)[3:]) for c in prover_doc_commands()
+              if c.startswith("python -m verifier.serve")]
+    assert all(s.get("run_dir") and "model" not in s and s["host"] == "0.0.0.0" for s in serves), serves
+    assert any(s.get("served_model_name") == "prover" for s in serves), "no serve command for the prover"
+    assert any(c.startswith("sbatch") and "launch/slurm/prover_rl.sbatch" in c for c in prover_doc_commands())
 
 
 def test_sweep_script_defaults_build_accelerate_jobs(tmp_path):

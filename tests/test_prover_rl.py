@@ -145,7 +145,7 @@ def test_prover_rl_experiment_composes_on_both_profiles():
     assert cluster.prover.judge.n == 8 and cluster.prover.eval_passes == 8
     with pytest.raises(ToyScaleError, match="prover.problems=null"):  # synthetic problems on a real model
         check_scale(cluster)
-    # the docs/prover.md cluster command passes the scale check
+    # a cluster prover run passes the scale check (docs/prover.md's commands: tests/test_cluster_docs.py)
     check_scale(compose("grpo", GRPORunConfig, [
         "profile=cluster", "experiment=prover_rl", "model=qwen3_8b_full", "init_from=/scratch/prover_sft/final",
         "prover.problems=/data/p.jsonl", "prover.eval_problems=/data/pb.csv", "prover.judge.max_tokens=8192",

@@ -46,7 +46,7 @@ def test_grpo_sbatch_has_no_set_e_and_traps_exit():
     for script in [s for s in SCRIPTS if s.parent.name == "slurm"]:
         text = script.read_text()
         assert not re.search(r"^\s*set -[a-z]*e", text, re.M), f"{script.name}: set -e skips the cleanup"
-    for name in ("grpo.sbatch", "meta_verifier.sbatch"):
+    for name in ("grpo.sbatch", "meta_verifier.sbatch", "prover_rl.sbatch"):
         text = (REPO / "launch/slurm" / name).read_text()
         assert "trap cleanup EXIT" in text and "trap 'exit 143' TERM" in text
 

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from eval.stats import BootstrapSpec
 from training.prover_reward import ProverRLConfig
 from training.rewards import REWARD_RENAMED, RewardConfig
+from verifier.card import CardError, inherit
 from verifier.config import JudgeConfig
 from verifier.engine import EndpointConfig
 from verifier.offline import OfflineConfig
@@ -225,3 +226,14 @@ class GRPORunConfig:
     launch: LaunchSettings = field(default_factory=LaunchSettings)
     prover: ProverRLConfig = field(default_factory=ProverRLConfig)  # experiment=prover_rl (training.prover_reward)
     overrides: list[str] = field(default_factory=list)  # filled from Hydra; names the W&B run
+
+    def resolve(self, given: frozenset[str]) -> GRPORunConfig:
+        """Prover RL: the verifier card of ``prover.verifier_run_dir`` fills the reward judge's keys not given
+        (``prover.judge.*``, ``prover.verifier.model`` / ``chat_template_kwargs``; ``verifier.card.inherit``, as
+        ``eval.proverbench verifier_run_dir=DIR``); ``prover.pool.verifiers`` judge with the same ``prover.judge``."""
+        if not self.prover.verifier_run_dir:
+            return self
+        if not self.prover.enabled:
+            raise CardError(f"prover.verifier_run_dir={self.prover.verifier_run_dir}: the card is for the prover's "
+                            f"reward judge, and this run trains no prover (use experiment=prover_rl)")
+        return dataclasses.replace(self, prover=inherit(self.prover, given, endpoint="verifier", prefix="prover."))

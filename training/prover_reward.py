@@ -148,6 +148,8 @@ class ProverRLConfig:
     eval_passes: int = 8  # held-out ProverBench: pessimistic over this many passes (section 4.4), whatever the reward's
     eval_refine_rounds: int = 0  # held-out ProverBench: refine rounds on the saved prover
     audit: AuditConfig = field(default_factory=AuditConfig)  # the hack audit (off unless audit.every > 0)
+    # verifier.card.inherit, as eval.proverbench's verifier_run_dir (prover.verifier.model, chat_template_kwargs too)
+    verifier_run_dir: str | None = None  # the verifier's training run: judge keys not on the command line from its card
 
     def validate(self) -> None:
         if self.reward not in ("verifier", "gold"):

@@ -10,6 +10,8 @@ judge key not set on the command line comes from the card (:func:`inherit`, call
 the schema's ``resolve``); a key set on the command line that contradicts the card is a warning naming both values,
 and a :class:`CardError` (exit 2) where the numbers would be meaningless: another prompt template, or a budget
 below what the verifier needs (its passes would be cut, and pessimism rejects them).
+``experiment=prover_rl`` (``training/grpo.py``) takes ``prover.verifier_run_dir=DIR`` the same way for its reward
+judge (``prover.judge``, ``prover.verifier``; ``training.config.GRPORunConfig.resolve``, ``inherit(prefix=...)``).
 """
 
 from __future__ import annotations
@@ -88,13 +90,14 @@ def write_card(run_dir: str | os.PathLike, c: VerifierCard) -> Path:
     return path
 
 
-def read_card(run_dir: str | os.PathLike) -> VerifierCard:
-    """The validated card of a run directory; a :class:`CardError` names the file and the field."""
+def read_card(run_dir: str | os.PathLike, key: str = "verifier_run_dir") -> VerifierCard:
+    """The validated card of a run directory; a :class:`CardError` names the file and the field (``key``: the
+    command's key that named the directory)."""
     path = Path(run_dir) / CARD_FILE
     if not path.exists():
-        raise CardError(f"verifier_run_dir={run_dir}: no {CARD_FILE} there (a training run writes it beside final/; "
+        raise CardError(f"{key}={run_dir}: no {CARD_FILE} there (a training run writes it beside final/; "
                         f"a run from before the card: write one with verifier.card.write_card, or leave out "
-                        f"verifier_run_dir and set the judge keys yourself)")
+                        f"{key} and set the judge keys yourself)")
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
@@ -155,7 +158,8 @@ def given(keys: frozenset[str] | set[str], key: str) -> bool:
     return any(".".join(parts[:i]) in keys for i in range(1, len(parts) + 1))
 
 
-def inherit(cfg: Any, keys: frozenset[str] | set[str], endpoint: str, offline: str | None = None) -> Any:
+def inherit(cfg: Any, keys: frozenset[str] | set[str], endpoint: str, offline: str | None = None,
+            prefix: str = "") -> Any:
     """``cfg`` with the card of ``cfg.verifier_run_dir`` filling every judge key not in ``keys`` (the command line).
 
     Inherited: ``judge.template``, ``judge.with_reference``, ``judge.max_tokens`` (:meth:`VerifierCard.judge_budget`),
@@ -164,33 +168,38 @@ def inherit(cfg: Any, keys: frozenset[str] | set[str], endpoint: str, offline: s
     A key given that differs from the card is a warning on stderr naming both values; another ``judge.template``, or
     a budget (``judge.max_tokens``, or the endpoint's ``max_tokens``, which overrides it) below the card's
     ``needed_max_tokens`` is a :class:`CardError`. A note lists what the card set.
+
+    ``prefix``: where ``cfg`` sits in the command's config (``"prover."``: ``experiment=prover_rl``'s reward judge,
+    ``prover.verifier_run_dir=DIR``); the keys looked up in ``keys`` and named in every message carry it.
     """
     run_dir = getattr(cfg, "verifier_run_dir", None)
     if not run_dir:
         return cfg
-    c = read_card(run_dir)
+    P = prefix
+    c = read_card(run_dir, key=f"{P}verifier_run_dir")
     src = str(Path(run_dir) / CARD_FILE)
     j, ep = cfg.judge, getattr(cfg, endpoint)
     ep_tokens = ep.max_tokens  # the endpoint's budget overrides the judge's (verifier.engine)
-    budget_key, budget = ((f"{endpoint}.max_tokens", ep_tokens) if ep_tokens is not None else
-                          ("judge.max_tokens", j.max_tokens))
-    if given(keys, "judge.template") and j.template != c.template:
-        raise CardError(f"judge.template={j.template} but the verifier was trained with {c.template} ({src}): "
-                        f"its numbers under another prompt are not this verifier's; leave judge.template out")
+    budget_key, budget = ((f"{P}{endpoint}.max_tokens", ep_tokens) if ep_tokens is not None else
+                          (f"{P}judge.max_tokens", j.max_tokens))
+    if given(keys, f"{P}judge.template") and j.template != c.template:
+        raise CardError(f"{P}judge.template={j.template} but the verifier was trained with {c.template} ({src}): "
+                        f"its numbers under another prompt are not this verifier's; leave {P}judge.template out")
     if (ep_tokens is not None or given(keys, budget_key)) and budget < c.needed_max_tokens:
         raise CardError(f"{budget_key}={budget} is below the {c.needed_max_tokens} tokens the verifier needs ({src}: "
                         f"the longest verification it finished in training): its passes would be cut and rejected; "
                         f"leave {budget_key} out (the card's {c.judge_budget(j.max_tokens)})")
     warnings: list[str] = []
-    if given(keys, "judge.max_tokens"):
+    if given(keys, f"{P}judge.max_tokens"):
         if j.max_tokens < c.train_max_tokens:
-            warnings.append(f"judge.max_tokens={j.max_tokens} but the verifier was trained with {c.train_max_tokens}")
+            warnings.append(f"{P}judge.max_tokens={j.max_tokens} but the verifier was trained with {c.train_max_tokens}")
         elif c.judge_max_tokens is not None and j.max_tokens != c.judge_max_tokens:
-            warnings.append(f"judge.max_tokens={j.max_tokens} but the verifier's held-out judge used {c.judge_max_tokens}")
-    for key, mine, theirs in (("judge.with_reference", j.with_reference, c.with_reference),
-                              ("judge.temperature", j.temperature, c.temperature),
-                              ("judge.top_p", j.top_p, c.top_p),
-                              (f"{endpoint}.chat_template_kwargs", ep.chat_template_kwargs, c.chat_template_kwargs)):
+            warnings.append(f"{P}judge.max_tokens={j.max_tokens} but the verifier's held-out judge used "
+                            f"{c.judge_max_tokens}")
+    for key, mine, theirs in ((f"{P}judge.with_reference", j.with_reference, c.with_reference),
+                              (f"{P}judge.temperature", j.temperature, c.temperature),
+                              (f"{P}judge.top_p", j.top_p, c.top_p),
+                              (f"{P}{endpoint}.chat_template_kwargs", ep.chat_template_kwargs, c.chat_template_kwargs)):
         if given(keys, key) and mine != theirs:
             warnings.append(f"{key}={_show(mine)} but the verifier was trained with {_show(theirs)}")
     for w in warnings:
@@ -198,20 +207,20 @@ def inherit(cfg: Any, keys: frozenset[str] | set[str], endpoint: str, offline: s
 
     judge_from = {"template": c.template, "with_reference": c.with_reference,
                   "max_tokens": c.judge_budget(j.max_tokens), "temperature": c.temperature, "top_p": c.top_p}
-    judge_new = {k: v for k, v in judge_from.items() if not given(keys, f"judge.{k}")}
+    judge_new = {k: v for k, v in judge_from.items() if not given(keys, f"{P}judge.{k}")}
     ep_from: dict[str, Any] = {"model": c.served_model_name}
     if c.chat_template_kwargs is not None:
         ep_from["chat_template_kwargs"] = dict(c.chat_template_kwargs)
-    ep_new = {k: v for k, v in ep_from.items() if not given(keys, f"{endpoint}.{k}")}
+    ep_new = {k: v for k, v in ep_from.items() if not given(keys, f"{P}{endpoint}.{k}")}
     out = dataclasses.replace(cfg, judge=dataclasses.replace(j, **judge_new),
                               **{endpoint: dataclasses.replace(ep, **ep_new)})
-    set_ = [f"judge.{k}={_show(v)}" for k, v in judge_new.items()] + [f"{endpoint}.{k}={_show(v)}"
-                                                                       for k, v in ep_new.items()]
-    if offline and getattr(cfg, "engine", None) == "offline" and not given(keys, f"{offline}.model"):
+    set_ = [f"{P}judge.{k}={_show(v)}" for k, v in judge_new.items()] + [f"{P}{endpoint}.{k}={_show(v)}"
+                                                                          for k, v in ep_new.items()]
+    if offline and getattr(cfg, "engine", None) == "offline" and not given(keys, f"{P}{offline}.model"):
         try:
             weights = resolve_run_dir(ServeConfig(run_dir=str(run_dir))).model
         except ValueError as e:
-            raise CardError(str(e).replace("run_dir=", "verifier_run_dir=", 1)) from e
+            raise CardError(str(e).replace("run_dir=", f"{P}verifier_run_dir=", 1)) from e
         out = dataclasses.replace(out, **{offline: dataclasses.replace(getattr(out, offline), model=str(weights))})
         set_.append(f"{offline}.model={weights}")
     serve = f"; serve it with --reasoning-parser {c.reasoning_parser}" if c.reasoning_parser else ""
