@@ -43,8 +43,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import REPO, last_line
 from training import phase_times
-from verifier.serve import free_port
 from training.config import GRPOSettings
+from verifier.serve import free_port
 
 PY = sys.executable
 ACCELERATE = str(Path(PY).parent / "accelerate")
