@@ -250,10 +250,13 @@ def test_renamed_eval_keys_keep_working_on_the_command_line(capsys):
     assert (j.n, j.policy, j.k, j.max_tokens, j.temperature, j.top_p, j.run_seed) == (3, "k_of_n", 2, 12, 0.5, 0.9, 5)
     assert (c.eval.bootstrap.n, c.eval.bootstrap.seed) == (7, 5) and j.early_stop is False
     assert "note: eval.n_passes is now eval.judge.n" in capsys.readouterr().err
-    # the held-out defaults: one pessimistic pass, every pass run, 8192 tokens, the run's prompt
+    # the held-out defaults: one pessimistic pass, every pass run, HELDOUT_MAX_TOKENS (16384), the run's prompt
+    from training.config import HELDOUT_MAX_TOKENS
+
     d = GRPORunConfig().eval
+    assert HELDOUT_MAX_TOKENS == 16384
     assert (d.judge.n, d.judge.policy, d.judge.early_stop, d.judge.max_tokens, d.judge.temperature) == (
-        1, "pessimistic", False, 8192, 1.0)
+        1, "pessimistic", False, HELDOUT_MAX_TOKENS, 1.0)
     assert d.judge_config(with_reference=True, template="verify_compact").template == "verify_compact"
     assert compose("grpo", GRPORunConfig, []).eval.judge_config().with_reference is False
 
