@@ -40,28 +40,6 @@ def _checkpoints(run_dir: Path, max_steps: int) -> list[Path]:
     return [*(c for c in cks if int(c.name.split("-")[1]) < max_steps), run_dir / "final"]
 
 
-def _generate(model_dir: Path, prompts: list[Any], temperature: float, max_new_tokens: int) -> list[tuple[str, str]]:
-    """(text, finish reason) of each chat prompt, one sample each."""
-    import torch  # lazy: torch and transformers load only when the diagnosis runs
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(str(model_dir))
-    tok.padding_side = "left"
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir)).eval()
-    texts = [tok.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in prompts]
-    enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-    torch.manual_seed(0)
-    sample = {"do_sample": True, "temperature": temperature, "top_p": 1.0} if temperature > 0 else {"do_sample": False}
-    with torch.no_grad():
-        out = model.generate(**enc, max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id or tok.eos_token_id,
-                             **sample)
-    res = []
-    for row in out[:, enc["input_ids"].shape[1]:].tolist():
-        finish = "stop" if tok.eos_token_id in row else "length"
-        res.append((tok.decode(row, skip_special_tokens=True), finish))
-    return res
-
-
 def _wrong_result(steps: list[str], rng: random.Random) -> list[str]:
     """One operation step with a wrong result (``5 + 3 = 9``): the verifier's blind spot in the bench."""
     s = list(steps)
@@ -81,6 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     from data_pipeline.synthetic_check import check_proof, gold_proof, proof_text
     from training.config import DataConfig, ModelConfig
     from training.data import load_trajectories_for
+    from training.diagnostics import hf_samples
     from training.prover_reward import problem_rows, synthetic_problems
     from training.sft import SFTRunConfig, sft_train
     from verifier.results import WandbConfig  # bench runs log no W&B (SFT's default: on)
@@ -120,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
 
     curve = []
     for ck in _checkpoints(out / "prover_sft", cfg.prover_sft_steps):
-        t = true_of(_generate(ck, prompts, 0.0, cfg.max_completion_length), probe)
+        t = true_of(hf_samples(ck, prompts, 0.0, cfg.max_completion_length), probe)
         step = cfg.prover_sft_steps if ck.name == "final" else int(ck.name.split("-")[1])
         curve.append({"step": step, "true_acc": sum(t) / len(t)})
         print(f"[diagnose] prover SFT step {step}: true {100 * curve[-1]['true_acc']:.1f}%", flush=True)
@@ -131,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     rep = [p for p in probe for _ in range(k)]
     temps = []
     for temp in TEMPERATURES:
-        t = true_of(_generate(out / "prover_sft" / "final", [pr for pr in prompts for _ in range(k)], temp,
+        t = true_of(hf_samples(out / "prover_sft" / "final", [pr for pr in prompts for _ in range(k)], temp,
                               cfg.max_completion_length), rep)
         groups = [t[i:i + k] for i in range(0, len(t), k)]
         temps.append({"temperature": temp, "true_rate": sum(t) / len(t),
@@ -163,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
             for kind, steps in proofs.items():
                 trajs = [ProofTrajectory(f"d{i}", p.id, p.problem, tuple(s)) for i, (p, s) in enumerate(zip(probe, steps))]
                 vp = [as_messages(verification_prompt(t, False, cfg.verifier_template)) for t in trajs for _ in range(passes)]
-                outs = [parse_completion(t, f) for t, f in _generate(ck, vp, temp, cfg.verifier_max_tokens)]
+                outs = [parse_completion(t, f) for t, f in hf_samples(ck, vp, temp, cfg.verifier_max_tokens)]
                 c = collections.Counter(o.verdict.value if o.ok else o.status.value for o in outs)
                 entry[kind] = {"parsed": sum(o.ok for o in outs) / len(outs),
                                "valid": c.get("valid", 0) / len(outs), "status": dict(c)}

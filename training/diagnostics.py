@@ -207,6 +207,30 @@ def summarize(log_history: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, f
     return out
 
 
+def hf_samples(model_dir: Path | str, prompts: Sequence[Any], temperature: float, max_new_tokens: int,
+               seed: int = 0, batch: int = 256) -> list[tuple[str, str]]:
+    """(text, finish reason) of one sample per chat prompt with Hugging Face ``generate`` (no server): the
+    diagnoses' view of a small model's outputs on training problems. ``temperature`` 0 is greedy."""
+    import torch  # lazy: torch and transformers load only when a diagnosis runs
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(model_dir))
+    tok.padding_side = "left"
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir)).eval()
+    torch.manual_seed(seed)
+    sample = {"do_sample": True, "temperature": temperature, "top_p": 1.0} if temperature > 0 else {"do_sample": False}
+    res: list[tuple[str, str]] = []
+    for i in range(0, len(prompts), batch):
+        texts = [tok.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in prompts[i:i + batch]]
+        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        with torch.no_grad():
+            out = model.generate(**enc, max_new_tokens=max_new_tokens,
+                                 pad_token_id=tok.pad_token_id or tok.eos_token_id, **sample)
+        for row in out[:, enc["input_ids"].shape[1]:].tolist():
+            res.append((tok.decode(row, skip_special_tokens=True), "stop" if tok.eos_token_id in row else "length"))
+    return res
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="Plot GRPO diagnosis curves from train_log.json files")
     ap.add_argument("logs", nargs="+", help="train_log.json files (or run dirs holding one)")

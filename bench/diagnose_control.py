@@ -1,0 +1,211 @@
+"""`make diagnose-control`: a positive control for the prover bench, chosen on training problems only.
+
+``make bench-prover``'s gold arm (GRPO with the exact checker as reward) did not learn (4.4% -> 6.7% held-out,
+CI across 0), so the bench had no positive control: nothing showed that GRPO on this prover *can* raise true
+accuracy when the reward is right. Two causes are possible, and this diagnosis measures both on the bench's
+GRPO problems (never the held-out set), with ``bench/bench_prover.py``'s task, model and problem seeds:
+
+1. **the SFT budget** (a gradient needs groups with a mixed reward): the prover SFT'd on gold proofs to
+   ``prover_sft_steps``, a checkpoint every ``every`` steps; at each checkpoint from ``from_step`` on, the true
+   rate of ``num_generations`` samples per dev problem at the GRPO temperature and the number of groups whose gold
+   reward is mixed. The checkpoint with the most mixed groups is the warm start (fewest mixed groups: no gradient;
+   all true: nothing to learn);
+2. **the learning rate**: from that warm start, gold-reward GRPO (the bench's budget: ``grpo_steps`` x
+   ``grpo_batch``, ``num_generations`` per problem, ``temperature``, beta 0) for each lr in ``lrs``; the dev true
+   rate after vs before (paired by problem, ``eval.stats.mean_delta_ci``, clustered by problem) and the training
+   batches' true rate (first vs last quarter of the steps, from the reward's logs). The chosen lr is the one with
+   the highest lower CI bound of the dev gain.
+
+Dev problems: ``n_problems`` of the bench's GRPO problems (seed + 2), in neither the prover's SFT set nor any
+diagnosis GRPO run; the remaining GRPO problems train. The held-out problems are not read. Generation is Hugging
+Face ``generate`` (``training.diagnostics.hf_samples``). Resumable: the SFT and each lr's GRPO run are skipped
+when their final weights are there. Writes OUT/{control.json,control.png}; last line
+``control_sft_steps=<n> control_lr=<r> dev_true_before=<r> dev_true_after=<r> dev_gain=<r> dev_gain_ci_low=<r>
+seconds=<n>``. Options as ``key=value``: every ``BenchConfig`` field plus ``every``, ``n_problems``, ``from_step``
+and ``lrs`` (comma-separated).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.bench_prover import BenchConfig, _overrides
+from bench.common import environment, last_line
+
+environment(wandb=True)
+
+OWN = {"every": "400", "n_problems": "48", "from_step": "800", "lrs": "1e-4,3e-4,1e-3"}
+LINE_FORMATS = {"control_sft_steps": "d", "control_lr": "g", "seconds": "d"}
+
+
+def parse(argv: list[str]) -> tuple[BenchConfig, dict[str, str]]:
+    own = dict(OWN)
+    rest = []
+    for a in argv:
+        k, _, v = a.partition("=")
+        if k in OWN:
+            own[k] = v
+        else:
+            rest.append(a)
+    cfg = _overrides(rest, BenchConfig(out="runs/diagnose_control", prover_sft_steps=1600))
+    try:
+        every, n, frm, lrs = int(own["every"]), int(own["n_problems"]), int(own["from_step"]), own["lrs"].split(",")
+        [float(x) for x in lrs]
+    except ValueError as e:
+        raise SystemExit(f"every / n_problems / from_step: integers, lrs: numbers separated by commas ({e})") from None
+    if every < 1 or n < 8 or not 0 < frm <= cfg.prover_sft_steps:
+        raise SystemExit(f"every >= 1, n_problems >= 8, 0 < from_step <= prover_sft_steps (got {every}, {n}, {frm})")
+    return cfg, own
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg, own = parse(sys.argv[1:] if argv is None else argv)
+    every, n_dev, from_step = int(own["every"]), int(own["n_problems"]), int(own["from_step"])
+    import os
+
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    from datasets import Dataset
+
+    from data_pipeline.synthetic_check import check_proof, gold_proof, proof_text
+    from eval.stats import BootstrapSpec, mean_delta_ci
+    from training.config import DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings
+    from training.diagnostics import hf_samples
+    from training.grpo import run
+    from training.prover_reward import ProverRLConfig, problem_rows, synthetic_problems
+    from training.sft import SFTRunConfig, sft_train
+    from verifier.io import write_jsonl
+    from verifier.results import WandbConfig, figure, save_figure
+    from verifier.templates import split_proof_steps
+    from verifier.tiny_model import TinyModelConfig, build
+
+    t_start = time.monotonic()
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    task = {"min_steps": cfg.min_steps, "max_steps": cfg.max_steps, "max_operand": cfg.max_operand,
+            "recoverable_rate": 0.0, "qe_fraction": 0.0, "subjects": cfg.subjects.split(",")}
+    sft_problems = synthetic_problems(cfg.n_prover_sft, cfg.seed + 1, **task)  # the bench's seeds
+    seen = {p.problem for p in sft_problems}
+    grpo_all = [p for p in synthetic_problems(cfg.n_grpo, cfg.seed + 2, **task) if p.problem not in seen]
+    dev, train = grpo_all[:n_dev], grpo_all[n_dev:]
+    print(f"[control] {len(sft_problems)} SFT, {len(train)} GRPO, {len(dev)} dev problems (the bench's GRPO "
+          "problems; the held-out set is not read)", flush=True)
+    write_jsonl(out / "train_problems.jsonl", [dataclasses.asdict(p) for p in train])
+    write_jsonl(out / "dev_problems.jsonl", [dataclasses.asdict(p) for p in dev])
+    k = cfg.num_generations
+    dev_prompts = [r["prompt"] for r in problem_rows(dev) for _ in range(k)]
+    dev_rep = [p for p in dev for _ in range(k)]
+
+    def dev_true(model_dir: Path) -> list[int]:
+        texts = hf_samples(model_dir, dev_prompts, cfg.temperature, cfg.max_completion_length, seed=cfg.seed)
+        return [int(check_proof(p.problem, split_proof_steps(t)).true) for p, (t, _f) in zip(dev_rep, texts)]
+
+    # 1. prover SFT budget -> dev true rate and mixed groups at the GRPO temperature
+    sft_dir = out / "prover_sft"
+    if not (sft_dir / "final" / "config.json").is_file():
+        model_dir = build(TinyModelConfig(out=str(out / "model"), seed=cfg.seed, hidden_size=cfg.hidden_size,
+                                          num_layers=cfg.num_layers, intermediate_size=cfg.intermediate_size))
+        rows = problem_rows(sft_problems)
+        for r, p in zip(rows, sft_problems):
+            r["completion"] = [{"role": "assistant", "content": proof_text(gold_proof(p.problem))}]
+        ds = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in rows])
+        sft_train(SFTRunConfig(wandb=WandbConfig(enabled=False), output_dir=str(sft_dir),
+            model=ModelConfig(name_or_path=str(model_dir)), max_steps=cfg.prover_sft_steps,
+            per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.prover_sft_lr, warmup_steps=5,
+            max_length=512, logging_steps=50, seed=cfg.seed, gradient_accumulation_steps=1, bf16=False,
+            save_steps=every, save_total_limit=None), [], dataset=ds)
+    ckpts = {int(c.name.split("-")[1]): c for c in sft_dir.glob("checkpoint-*")}
+    ckpts[cfg.prover_sft_steps] = sft_dir / "final"
+    doc: dict[str, Any] = {"config": dataclasses.asdict(cfg), "options": own, "dev_problems": len(dev),
+                           "train_problems": len(train), "sft": [], "lrs": []}
+    per_ckpt: dict[int, list[int]] = {}
+    for step in sorted(s for s in ckpts if s >= from_step):
+        t = dev_true(ckpts[step])
+        per_ckpt[step] = t
+        groups = [t[i:i + k] for i in range(0, len(t), k)]
+        doc["sft"].append({"step": step, "dev_true": sum(t) / len(t), "mixed_groups": sum(0 < sum(g) < k for g in groups),
+                           "groups": len(groups)})
+        print(f"[control] SFT step {step}: dev true {100 * doc['sft'][-1]['dev_true']:.1f}% at T {cfg.temperature}, "
+              f"groups with a gradient {doc['sft'][-1]['mixed_groups']}/{len(groups)}", flush=True)
+    best = max(doc["sft"], key=lambda e: (e["mixed_groups"], -e["step"]))  # most gradient; ties: the earlier
+    warm = ckpts[best["step"]]
+    doc["warm_start"] = best["step"]
+    before = per_ckpt[best["step"]]
+    clusters = [p.id for p in dev_rep]
+
+    # 2. gold-reward GRPO from the warm start, one run per learning rate
+    for lr in own["lrs"].split(","):
+        name = f"grpo_lr{lr}"
+        rc = GRPORunConfig(
+            experiment_name=name, output_dir=str(out / name), train=True, init_from=str(warm),
+            model=ModelConfig(name_or_path=str(warm)),
+            data=DataConfig(source="synthetic", n_train=len(train), n_eval=len(dev), seed=cfg.seed),
+            grpo=GRPOSettings(max_steps=cfg.grpo_steps, per_device_train_batch_size=cfg.grpo_batch,
+                              num_generations=k, max_completion_length=cfg.max_completion_length,
+                              learning_rate=float(lr), temperature=cfg.temperature, save_steps=10_000, beta=0.0,
+                              gradient_accumulation_steps=1, warmup_steps=0, bf16=False, logging_steps=1,
+                              seed=cfg.seed, log_completions=False),
+            eval=EvalConfig(enabled=False), wandb=WandbSettings(enabled=False),
+            prover=ProverRLConfig(enabled=True, reward="gold", problems=str(out / "train_problems.jsonl"),
+                                  eval_problems=str(out / "dev_problems.jsonl")))
+        if not (out / name / "final" / "config.json").is_file():
+            t0 = time.monotonic()
+            run(rc)
+            print(f"[control] GRPO lr {lr}: {time.monotonic() - t0:.0f}s", flush=True)
+        after = dev_true(out / name / "final")
+        d, lo, hi = mean_delta_ci(after, before, clusters, BootstrapSpec(n=2000, seed=cfg.seed))
+        logs = [e for e in json.loads((out / name / "train_log.json").read_text()) if e.get("prover/true_rate") is not None]
+        q = max(1, len(logs) // 4)
+        curve = [e["prover/true_rate"] for e in logs]
+        doc["lrs"].append({"lr": float(lr), "dev_true_after": sum(after) / len(after), "dev_gain": d, "ci": [lo, hi],
+                           "train_true_first": sum(curve[:q]) / q, "train_true_last": sum(curve[-q:]) / q,
+                           "curve": curve})
+        print(f"[control] GRPO lr {lr}: dev true {100 * sum(before) / len(before):.1f}% -> "
+              f"{100 * sum(after) / len(after):.1f}% ({100 * d:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]); training "
+              f"batches {100 * doc['lrs'][-1]['train_true_first']:.1f}% -> {100 * doc['lrs'][-1]['train_true_last']:.1f}%",
+              flush=True)
+    chosen = max(doc["lrs"], key=lambda e: e["ci"][0])
+    doc["chosen"] = {"sft_steps": best["step"], "lr": chosen["lr"]}
+    doc["seconds"] = round(time.monotonic() - t_start)
+    (out / "control.json").write_text(json.dumps(doc, indent=1))
+    _plot(doc, out / "control.png", figure, save_figure)
+    print(f"wrote {out / 'control.json'}, {out / 'control.png'}; {doc['seconds']}s")
+    last_line(line_values(doc), formats=LINE_FORMATS)
+
+
+def line_values(doc: dict[str, Any]) -> dict[str, Any]:
+    """The chosen warm start (SFT steps) and learning rate, and that run's dev true rate before and after."""
+    c = next(e for e in doc["lrs"] if e["lr"] == doc["chosen"]["lr"])
+    before = next(e for e in doc["sft"] if e["step"] == doc["chosen"]["sft_steps"])["dev_true"]
+    return {"control_sft_steps": doc["chosen"]["sft_steps"], "control_lr": c["lr"], "dev_true_before": before,
+            "dev_true_after": c["dev_true_after"], "dev_gain": c["dev_gain"], "dev_gain_ci_low": c["ci"][0],
+            "seconds": doc["seconds"]}
+
+
+def _plot(doc: dict[str, Any], path: Path, figure: Any, save_figure: Any) -> None:
+    fig, _axes = figure((10.0, 3.4))
+    fig.clf()
+    a1, a2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    a1.plot([e["step"] for e in doc["sft"]], [100 * e["dev_true"] for e in doc["sft"]], "o-", label="dev true %")
+    a1.plot([e["step"] for e in doc["sft"]], [100 * e["mixed_groups"] / e["groups"] for e in doc["sft"]], "s--",
+            label="groups with a gradient %")
+    a1.set_xlabel("prover SFT step")
+    a1.legend(fontsize=7)
+    for i, e in enumerate(doc["lrs"]):
+        a2.plot(range(1, len(e["curve"]) + 1), [100 * v for v in e["curve"]], color=f"C{i}", alpha=0.8,
+                label=f"lr {e['lr']:g}: dev {100 * e['dev_gain']:+.1f} pts")
+    a2.set_xlabel("gold-reward GRPO step")
+    a2.set_ylabel("true % of the step's completions")
+    a2.legend(fontsize=7)
+    save_figure(fig, path)
+
+
+if __name__ == "__main__":
+    main()
