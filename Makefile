@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 # (OMP_NUM_THREADS=1), so the second core takes the next file. TEST_WORKERS=0 runs them serially.
 TEST_WORKERS ?= 2
 
-.PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-learning-loc bench-reward bench-train bench-prover bench-ladder diagnose-prover clean browser-deps label-studio peer-deps
+.PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-learning-loc bench-reward bench-train bench-prover bench-ladder diagnose-prover diagnose-control clean browser-deps label-studio peer-deps
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -93,6 +93,11 @@ bench-ladder: install
 # temperature -> groups with a gradient, verifier SFT steps and judge temperature -> parse rate (~25 min here).
 diagnose-prover: install
 	$(PY) bench/diagnose_prover.py
+
+# The prover bench's positive control, chosen on training problems (reports/prover_2026-12-06_positive_control.md):
+# prover SFT checkpoints -> groups with a gradient, gold-reward GRPO learning rates -> dev true-rate gain (~45 min).
+diagnose-control: install
+	$(PY) bench/diagnose_control.py prover_sft_steps=2000 every=400 from_step=800 lrs=1e-4,3e-4,1e-3,3e-3
 
 # Judgment browser (eval/browse.py): Debian's chromium for the headless-browser tests, and KaTeX
 # vendored from the npm registry (copied into every site at build time; never fetched at view time).

@@ -65,6 +65,7 @@ class BenchConfig:
     sft_batch: int = 16
     # verifier (step 2)
     verifier: str = ""  # a trained verifier folder (e.g. runs/demo/grpo/final); empty: SFT one here
+    prover: str = ""  # an SFT prover folder (e.g. a make diagnose-control checkpoint); empty: SFT one here
     n_verifier_sft: int = 3600
     # parsed passes at judge_temperature 0.5: 74% after 100 steps, 98% after 200, 100% after 300 (docs/prover.md)
     verifier_sft_steps: int = 300
@@ -91,6 +92,10 @@ class BenchConfig:
     eval_passes: int = 8
     eval_temperature: float = 0.5
     refine_rounds: int = 1
+    eval_proofs: int = 1  # proofs sampled per held-out problem (each judged, checked; clustered by problem)
+    # the gold arm (the exact checker as reward: the positive control) with these GRPO seeds, each from the same
+    # SFT prover; its row pools the seeds and its CI resamples problems and seeds
+    gold_seeds: str = "0"
     bootstrap_n: int = 200
 
 
@@ -109,8 +114,15 @@ def _overrides(argv: list[str], cfg: BenchConfig) -> BenchConfig:
         kw[k] = typ(v) if typ is not bool else v.lower() in ("1", "true", "yes")
     cfg = dataclasses.replace(cfg, **kw)
     bad = [a for a in cfg.arms.split(",") if a not in ARMS]
-    if bad or "pess8" not in cfg.arms.split(","):
-        raise SystemExit(f"arms: use a subset of {list(ARMS)} that includes pess8 (got {cfg.arms!r})")
+    if bad or ("pess8" not in cfg.arms.split(",") and cfg.arms != "gold"):
+        raise SystemExit(f"arms: a subset of {list(ARMS)} that includes pess8, or gold alone (the positive control; "
+                         f"the pess8 keys print nan) (got {cfg.arms!r})")
+    try:
+        seeds = [int(x) for x in cfg.gold_seeds.split(",")]
+    except ValueError:
+        raise SystemExit(f"gold_seeds: integers separated by commas (got {cfg.gold_seeds!r})") from None
+    if len(set(seeds)) != len(seeds) or cfg.eval_proofs < 1:
+        raise SystemExit(f"gold_seeds: distinct seeds; eval_proofs >= 1 (got {cfg.gold_seeds!r}, {cfg.eval_proofs})")
     return cfg
 
 
@@ -174,16 +186,21 @@ def main(argv: list[str] | None = None) -> None:
 
     # 1. the prover: SFT on gold proofs
     t0 = time.monotonic()
-    rows = problem_rows(sft_problems)
+    if cfg.prover:
+        prover_sft = Path(cfg.prover)
+        if not (prover_sft / "config.json").is_file():
+            raise SystemExit(f"prover={cfg.prover}: not a model folder (no config.json)")
+    rows = [] if cfg.prover else problem_rows(sft_problems)
     for r, p in zip(rows, sft_problems):
         r["completion"] = [{"role": "assistant", "content": proof_text(gold_proof(p.problem))}]
-    ds = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in rows])
-    prover_sft = sft_train(SFTRunConfig(wandb=WandbConfig(enabled=False),
-        output_dir=str(out / "prover_sft"), model=ModelConfig(name_or_path=str(model_dir)),
-        max_steps=cfg.prover_sft_steps, per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.prover_sft_lr,
-        warmup_steps=5, max_length=512, logging_steps=10, seed=cfg.seed, gradient_accumulation_steps=1, bf16=False,
-        save_steps=0), [], dataset=ds)
-    tick("prover SFT", t0)
+    if not cfg.prover:
+        ds = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in rows])
+        prover_sft = sft_train(SFTRunConfig(wandb=WandbConfig(enabled=False),
+            output_dir=str(out / "prover_sft"), model=ModelConfig(name_or_path=str(model_dir)),
+            max_steps=cfg.prover_sft_steps, per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.prover_sft_lr,
+            warmup_steps=5, max_length=512, logging_steps=10, seed=cfg.seed, gradient_accumulation_steps=1,
+            bf16=False, save_steps=0), [], dataset=ds)
+        tick("prover SFT", t0)
 
     # 2. the verifier
     t0 = time.monotonic()
@@ -229,10 +246,10 @@ def main(argv: list[str] | None = None) -> None:
 
 def line_values(report: dict[str, Any]) -> dict[str, float | None]:
     """The values of the bench's last line (``None``: ``nan``, no gold-reward arm or no refinement measured)."""
-    b, a, g = report["rows"]["before"], report["rows"]["pess8"], report["rows"].get("gold")
-    return {"true_acc_before": b["true_acc"], "true_acc_after": a["true_acc"], "accept_after": a["accept"],
-            "hacking_rate": a["hacking_rate"], "gold_reward_true_acc_after": g["true_acc"] if g else None,
-            "refine_gain": a["refine_gain"]}
+    b, a, g = report["rows"]["before"], report["rows"].get("pess8") or {}, report["rows"].get("gold")
+    return {"true_acc_before": b["true_acc"], "true_acc_after": a.get("true_acc"), "accept_after": a.get("accept"),
+            "hacking_rate": a.get("hacking_rate"), "gold_reward_true_acc_after": g["true_acc"] if g else None,
+            "refine_gain": a.get("refine_gain")}
 
 
 def _arms(cfg: BenchConfig, out: Path, prover_sft: Path, ep, grpo_problems, held, tick, t_start, timings, api):
@@ -254,9 +271,9 @@ def _arms(cfg: BenchConfig, out: Path, prover_sft: Path, ep, grpo_problems, held
         return ProverRLConfig(enabled=True, reward=reward, policy=policy,
                               problems=str(out / "grpo_problems.jsonl"), eval_problems=str(out / "held_out_problems.jsonl"),
                               verifier=ep, judge=judge, eval_passes=cfg.eval_passes,
-                              eval_refine_rounds=cfg.refine_rounds)
+                              eval_refine_rounds=cfg.refine_rounds, eval_proofs_per_problem=cfg.eval_proofs)
 
-    def run_cfg(name: str, train: bool, reward: str, n: int, policy: str) -> Any:
+    def run_cfg(name: str, train: bool, reward: str, n: int, policy: str, seed: int = cfg.seed) -> Any:
         return GRPORunConfig(
             experiment_name=name, output_dir=str(out / name), train=train, init_from=str(prover_sft),
             model=ModelConfig(name_or_path=str(prover_sft)), data=data,
@@ -264,7 +281,7 @@ def _arms(cfg: BenchConfig, out: Path, prover_sft: Path, ep, grpo_problems, held
                               num_generations=cfg.num_generations, max_completion_length=cfg.max_completion_length,
                               learning_rate=cfg.grpo_lr, temperature=cfg.temperature, save_steps=10_000, beta=0.0,
                               gradient_accumulation_steps=1, warmup_steps=0, bf16=False, logging_steps=1,
-                              seed=cfg.seed, log_completions=False),
+                              seed=seed, log_completions=False),
             eval=ev, wandb=WandbSettings(enabled=False), prover=prover_cfg(reward, n, policy))
 
     rows: dict[str, Any] = {}
@@ -272,31 +289,48 @@ def _arms(cfg: BenchConfig, out: Path, prover_sft: Path, ep, grpo_problems, held
     t0 = time.monotonic()
     rows["before"] = _row(run(run_cfg("before", False, "verifier", 8, "pessimistic")))
     tick("before = SFT prover (held-out eval)", t0)
+    seeds: dict[str, list[Any]] = {}
     for arm in cfg.arms.split(","):
         reward, n, policy = ARMS[arm]
-        t0 = time.monotonic()
-        doc = run(run_cfg(arm, True, reward, n, policy))
-        rows[arm] = _row(doc)
-        curves[arm] = _curve(out / arm)
-        tick(f"{arm} (GRPO + held-out eval)", t0)
+        per_seed = [int(x) for x in cfg.gold_seeds.split(",")] if arm == "gold" else [cfg.seed]
+        for seed in per_seed:
+            name = arm if len(per_seed) == 1 else f"{arm}_s{seed}"
+            t0 = time.monotonic()
+            seeds.setdefault(arm, []).append(_row(run(run_cfg(name, True, reward, n, policy, seed))))
+            curves[name] = _curve(out / name)
+            tick(f"{name} (GRPO + held-out eval)", t0)
+        rows[arm] = _pooled(seeds[arm])
     return {"config": dataclasses.asdict(cfg), "rows": rows, "curves": curves,
-            "vs_before": {arm: _paired(rows["before"], rows[arm], cfg) for arm in cfg.arms.split(",")}}
+            "per_seed": {a: [{k: v for k, v in r.items() if k != "per_proof"} for r in rs] for a, rs in seeds.items()},
+            "vs_before": {arm: _paired(rows["before"], seeds[arm], cfg) for arm in cfg.arms.split(",")}}
 
 
-def _paired(before: dict[str, Any], after: dict[str, Any], cfg: BenchConfig) -> dict[str, Any]:
+def _pooled(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One arm's row over its seeds: the mean of each rate; ``per_proof`` keeps every seed (a list per proof)."""
+    if len(rows) == 1:
+        return rows[0]
+    keys = ("accept", "true_acc", "hacking_rate", "accept_refined", "true_acc_refined", "refine_gain", "refine_true_gain")
+    out = {k: (None if any(r[k] is None for r in rows) else sum(r[k] for r in rows) / len(rows)) for k in keys}
+    out.update(n=rows[0]["n"], seeds=len(rows), accept_ci=None, train=[r["train"] for r in rows],
+               per_proof={p: [r["per_proof"][p] for r in rows] for p in rows[0]["per_proof"]})
+    return out
+
+
+def _paired(before: dict[str, Any], after: list[dict[str, Any]], cfg: BenchConfig) -> dict[str, Any]:
     """after - before on the same held-out proofs (problem, sample): accepted, true, hacked, each with a paired
-    bootstrap CI clustered by problem (a problem's samples resampled together; ``eval.stats.mean_delta_ci``)."""
+    bootstrap CI clustered by problem (a problem's samples resampled together, and the arm's GRPO seeds
+    resampled with them when it has several; ``eval.stats.mean_delta_ci``)."""
     from eval.stats import BootstrapSpec, mean_delta_ci
 
-    keys = sorted(set(before["per_proof"]) & set(after["per_proof"]))
+    keys = sorted(set(before["per_proof"]).intersection(*(r["per_proof"] for r in after)))
     if not keys:
         return {"n": 0}
     problems = [k.rsplit("/", 1)[0] for k in keys]  # per_proof keys are "problem/sample"
-    out: dict[str, Any] = {"n": len(keys), "problems": len(set(problems))}
+    out: dict[str, Any] = {"n": len(keys), "problems": len(set(problems)), "seeds": len(after)}
     spec = BootstrapSpec(n=max(cfg.bootstrap_n, 1000), seed=cfg.seed)
     for name, f in (("accept", lambda v: v[1]), ("true_acc", lambda v: v[0]), ("hacking_rate", lambda v: v[1] * (1 - v[0]))):
-        d, lo, hi = mean_delta_ci([f(after["per_proof"][k]) for k in keys], [f(before["per_proof"][k]) for k in keys],
-                                  problems, spec)
+        a = [[f(r["per_proof"][k]) for k in keys] for r in after]
+        d, lo, hi = mean_delta_ci(a if len(a) > 1 else a[0], [f(before["per_proof"][k]) for k in keys], problems, spec)
         out[name] = {"delta": d, "ci": [lo, hi]}
     return out
 
@@ -333,11 +367,12 @@ def _f(v: Any) -> str:
 
 def _markdown(report: dict[str, Any], cfg: BenchConfig) -> str:
     lines = ["# bench-prover: a prover trained against the served verifier, and how much of its gain is real", "",
-             (f"Held-out: {report['rows']['before']['n']} proofs (one per problem, problems disjoint from training), "
-             f"accepted = all {cfg.eval_passes} passes of the served verifier accept; true = the exact checker; "
-             "hacking = accepted but false (share of all proofs). Arms: GRPO from the SFT prover with the same budget "
-             f"({cfg.grpo_steps} steps x {cfg.grpo_batch} completions, {cfg.num_generations} per problem), seed {cfg.seed}, "
-             "one seed per arm."), "",
+             (f"Held-out: {report['rows']['before']['n']} proofs ({cfg.eval_proofs} per problem, problems disjoint "
+             f"from training), accepted = all {cfg.eval_passes} passes of the served verifier accept; true = the exact "
+             "checker; hacking = accepted but false (share of all proofs). Arms: GRPO from the SFT prover with the same "
+             f"budget ({cfg.grpo_steps} steps x {cfg.grpo_batch} completions, {cfg.num_generations} per problem, lr "
+             f"{cfg.grpo_lr:g}), seed {cfg.seed}; the gold arm (the positive control) with GRPO seeds {cfg.gold_seeds}, "
+             "its row the mean over them."), "",
              ("| model | accepted % | true % | hacking % | accepted after refine % | true after refine % | "
              "refine gain (acc, pts) | refine gain (true, pts) |"), "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, r in report["rows"].items():

@@ -18,8 +18,8 @@ GRPO problems (never the held-out set), with ``bench/bench_prover.py``'s task, m
 
 Dev problems: ``n_problems`` of the bench's GRPO problems (seed + 2), in neither the prover's SFT set nor any
 diagnosis GRPO run; the remaining GRPO problems train. The held-out problems are not read. Generation is Hugging
-Face ``generate`` (``training.diagnostics.hf_samples``). Resumable: the SFT and each lr's GRPO run are skipped
-when their final weights are there. Writes OUT/{control.json,control.png}; last line
+Face ``generate`` (``training.diagnostics.hf_samples``). Resumable: the SFT and each (lr, batch, steps) GRPO run
+are skipped when their final weights are there. Writes OUT/control_b<grpo_batch>_s<grpo_steps>.{json,png}; last line
 ``control_sft_steps=<n> control_lr=<r> dev_true_before=<r> dev_true_after=<r> dev_gain=<r> dev_gain_ci_low=<r>
 seconds=<n>``. Options as ``key=value``: every ``BenchConfig`` field plus ``every``, ``n_problems``, ``from_step``
 and ``lrs`` (comma-separated).
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
 
     # 2. gold-reward GRPO from the warm start, one run per learning rate
     for lr in own["lrs"].split(","):
-        name = f"grpo_lr{lr}"
+        name = f"grpo_lr{lr}_b{cfg.grpo_batch}_s{cfg.grpo_steps}"
         rc = GRPORunConfig(
             experiment_name=name, output_dir=str(out / name), train=True, init_from=str(warm),
             model=ModelConfig(name_or_path=str(warm)),
@@ -174,9 +174,10 @@ def main(argv: list[str] | None = None) -> None:
     chosen = max(doc["lrs"], key=lambda e: e["ci"][0])
     doc["chosen"] = {"sft_steps": best["step"], "lr": chosen["lr"]}
     doc["seconds"] = round(time.monotonic() - t_start)
-    (out / "control.json").write_text(json.dumps(doc, indent=1))
-    _plot(doc, out / "control.png", figure, save_figure)
-    print(f"wrote {out / 'control.json'}, {out / 'control.png'}; {doc['seconds']}s")
+    stem = f"control_b{cfg.grpo_batch}_s{cfg.grpo_steps}"  # one file per GRPO budget
+    (out / f"{stem}.json").write_text(json.dumps(doc, indent=1))
+    _plot(doc, out / f"{stem}.png", figure, save_figure)
+    print(f"wrote {out / stem}.json, {out / stem}.png; {doc['seconds']}s")
     last_line(line_values(doc), formats=LINE_FORMATS)
 
 

@@ -63,6 +63,32 @@ def test_bench_prover_last_line():
     assert key_values(line_values(report)).endswith(" gold_reward_true_acc_after=0.4000 refine_gain=0.0625")
 
 
+def test_bench_prover_control_alone_pools_seeds_and_prints_nan_for_pess8():
+    """``arms=gold`` (the positive control alone): the gold row pools its GRPO seeds, its change against the SFT
+    prover resamples problems and seeds, the pess8 keys print nan; bad seeds or arms are one line."""
+    import pytest
+
+    from bench.bench_prover import BenchConfig, _overrides, _paired, _pooled, line_values
+
+    cfg = _overrides(["arms=gold", "gold_seeds=0,1,2", "eval_proofs=2"], BenchConfig())
+    for bad in (["arms=pass1"], ["arms=gold", "gold_seeds=0,0"], ["gold_seeds=a"], ["eval_proofs=0"]):
+        with pytest.raises(SystemExit):
+            _overrides(bad, BenchConfig())
+    before = {"per_proof": {f"p{i}/{j}": [int(i == 0), 0] for i in range(4) for j in range(2)}}
+    seeds = [{"true_acc": t, "accept": 0.0, "hacking_rate": 0.0, "accept_refined": 0.0, "true_acc_refined": t,
+              "refine_gain": None, "refine_true_gain": 0.0, "n": 8, "train": {},
+              "per_proof": {f"p{i}/{j}": [int(i < k), 0] for i in range(4) for j in range(2)}}
+             for t, k in ((0.25, 1), (0.5, 2), (0.75, 3))]
+    row = _pooled(seeds)
+    assert row["true_acc"] == 0.5 and row["seeds"] == 3 and row["refine_gain"] is None
+    d = _paired(before, seeds, cfg)
+    assert (d["n"], d["problems"], d["seeds"]) == (8, 4, 3)
+    assert abs(d["true_acc"]["delta"] - 0.25) < 1e-9 and d["true_acc"]["ci"][0] <= 0.25 <= d["true_acc"]["ci"][1]
+    line = key_values(line_values({"rows": {"before": {"true_acc": 0.25}, "gold": row}}))
+    assert line == ("true_acc_before=0.2500 true_acc_after=nan accept_after=nan hacking_rate=nan "
+                    "gold_reward_true_acc_after=0.5000 refine_gain=nan")
+
+
 def test_the_inline_last_lines_keep_their_formats():
     """bench_reward, bench_select, bench_train and bench_nemo_reward build their line in place: the same values and
     formats as there give the strings their former f-strings gave."""

@@ -147,6 +147,7 @@ class ProverRLConfig:
     reasoning_format: str = "think"  # the prover's reasoning, removed before judging: think | think_opened | none
     eval_passes: int = 8  # held-out ProverBench: pessimistic over this many passes (section 4.4), whatever the reward's
     eval_refine_rounds: int = 0  # held-out ProverBench: refine rounds on the saved prover
+    eval_proofs_per_problem: int = 1  # held-out ProverBench: proofs sampled per problem (its proofs_per_problem)
     audit: AuditConfig = field(default_factory=AuditConfig)  # the hack audit (off unless audit.every > 0)
     # verifier.card.inherit, as eval.proverbench's verifier_run_dir (prover.verifier.model, chat_template_kwargs too)
     verifier_run_dir: str | None = None  # the verifier's training run: judge keys not on the command line from its card
@@ -158,6 +159,8 @@ class ProverRLConfig:
             raise ValueError(f"prover.policy: expected pessimistic or mean, got {self.policy!r}")
         if self.judge.n < 1:
             raise ValueError(f"prover.judge.n: must be >= 1, got {self.judge.n}")
+        if self.eval_proofs_per_problem < 1:
+            raise ValueError(f"prover.eval_proofs_per_problem: must be >= 1, got {self.eval_proofs_per_problem}")
         if not 0.0 <= self.max_failed_fraction <= 1.0:
             raise ValueError(f"prover.max_failed_fraction: must be in [0, 1], got {self.max_failed_fraction}")
         if self.reasoning_format not in REASONING_FORMATS:
@@ -627,6 +630,7 @@ def evaluate_prover(cfg: ProverRLConfig, ev: Any, out: Any, problems: Sequence[A
                            run_seed=j.run_seed, template=cfg.template, reasoning_format=cfg.reasoning_format)
     pb = ProverBenchConfig(problems=str(data), out=str(d), generator=ev.endpoint, generation=gen,
                            verifier=cfg.verifier, pool=cfg.pool, refine=RefineConfig(rounds=cfg.eval_refine_rounds),
+                           proofs_per_problem=cfg.eval_proofs_per_problem,
                            judge=dataclasses.replace(cfg.judge, n=cfg.eval_passes, policy="pessimistic", early_stop=False),
                            bootstrap=ev.bootstrap, progress=ev.progress, title=f"{label}: held-out ProverBench",
                            wandb=WandbConfig(enabled=False))
