@@ -160,7 +160,12 @@ def _losses(log_history: list[dict[str, Any]]) -> list[float]:
     return [float(h["loss"]) for h in log_history if "loss" in h]
 
 
-def run_sft(out: Path, model: Path, steps: int, bf16: bool) -> tuple[Path, list[float]]:
+def _cpu(cpu: bool) -> dict[str, Any]:
+    """Trainer arguments of a CPU run (``--allow-cpu``): bf16 on CPU needs ``use_cpu``."""
+    return {"use_cpu": True} if cpu else {}
+
+
+def run_sft(out: Path, model: Path, steps: int, bf16: bool, cpu: bool) -> tuple[Path, list[float]]:
     from data_pipeline.synthetic import generate_synthetic
     from training.config import DataConfig, ModelConfig
     from training.sft import SFTRunConfig, sft_train
@@ -171,12 +176,12 @@ def run_sft(out: Path, model: Path, steps: int, bf16: bool) -> tuple[Path, list[
                        data=DataConfig(source="synthetic", prompt_template=TEMPLATE, synthetic=dict(SYNTHETIC)),
                        max_steps=steps, per_device_train_batch_size=SFT_BATCH, gradient_accumulation_steps=1,
                        learning_rate=1e-3, warmup_steps=0, max_length=1024, logging_steps=1, save_steps=0,
-                       save_total_limit=None, bf16=bf16, wandb=WandbConfig(enabled=False))
+                       save_total_limit=None, bf16=bf16, wandb=WandbConfig(enabled=False), extra=_cpu(cpu))
     final = sft_train(cfg, generate_synthetic(SFT_BATCH * steps, seed=0, **SYNTHETIC), model_path=str(model))
     return final, _losses(json.loads((out / "sft" / "sft_log.json").read_text()))
 
 
-def run_grpo(out: Path, init: Path, steps: int, bf16: bool) -> tuple[Path, int, float]:
+def run_grpo(out: Path, init: Path, steps: int, bf16: bool, cpu: bool) -> tuple[Path, int, float]:
     from training.config import DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig
     from training.grpo import run
     from verifier.results import WandbConfig
@@ -189,7 +194,7 @@ def run_grpo(out: Path, init: Path, steps: int, bf16: bool) -> tuple[Path, int, 
         grpo=GRPOSettings(max_steps=steps, per_device_train_batch_size=GRPO_BATCH, gradient_accumulation_steps=1,
                           num_generations=NUM_GENERATIONS, max_completion_length=COMPLETION_TOKENS,
                           learning_rate=1e-5, warmup_steps=0, save_steps=10_000, save_total_limit=None, bf16=bf16,
-                          use_vllm=False, logging_steps=1, log_completions=False),
+                          use_vllm=False, logging_steps=1, log_completions=False, extra=_cpu(cpu)),
         eval=EvalConfig(enabled=False), wandb=WandbConfig(enabled=False))
     t0 = time.monotonic()
     run(cfg)
@@ -242,8 +247,8 @@ def main(argv: list[str] | None = None) -> str:
     from verifier.tiny_model import TinyModelConfig, build
 
     model = build(TinyModelConfig(out=str(out / "model")))
-    sft_final, sft_losses = run_sft(out, model, args.steps, bf16)
-    grpo_final, grpo_steps, s_per_step = run_grpo(out, sft_final, args.steps, bf16)
+    sft_final, sft_losses = run_sft(out, model, args.steps, bf16, info["device"] == "cpu")
+    grpo_final, grpo_steps, s_per_step = run_grpo(out, sft_final, args.steps, bf16, info["device"] == "cpu")
     rows = judge_heldout(grpo_final, bf16, info["device"])
     parsed = sum(r["parsed"] for r in rows) / len(rows) if rows else float("nan")
     seconds = time.monotonic() - t0
