@@ -12,7 +12,8 @@ PY=${PYTHON:-python3}
 shopt -s nullglob
 whl=("$WHEELS"/*.whl)
 if (( ${#whl[@]} )); then
-  "$PY" -m pip install --quiet --no-index --no-deps --target "$WHEELS/site" "${whl[@]}"
-  export PYTHONPATH="$PWD/$WHEELS/site${PYTHONPATH:+:$PYTHONPATH}"
+  site="$(cd "$WHEELS" && pwd)/site"
+  "$PY" -m pip install --quiet --no-index --no-deps --target "$site" "${whl[@]}"
+  export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 exec "$PY" launch/gpu_check.py "$@"

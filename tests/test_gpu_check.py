@@ -114,14 +114,22 @@ def _wheel(folder: Path, name: str = "gpucheckprobe", version: str = "0.1") -> P
     return path
 
 
-def test_the_shell_wrapper_installs_carried_wheels_without_an_index(tmp_path):
+@pytest.mark.parametrize("relative", [False, True])
+def test_the_shell_wrapper_installs_carried_wheels_without_an_index(tmp_path, relative):
+    """The carried wheel is installed (pip, no index) and importable by the check's interpreter: a stand-in
+    PYTHON runs pip as it is and, instead of the check, imports the wheel's module."""
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     _wheel(wheels)
-    p = subprocess.run(["bash", str(SHELL), "--steps", "0"], cwd=REPO,
-                       env=_env(PYTHON=sys.executable, GPU_CHECK_WHEELS=str(wheels), PIP_NO_INDEX="1"),
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nif [ "$1" = -m ]; then exec {sys.executable} "$@"; fi\n'
+                      f'exec {sys.executable} -c "import gpucheckprobe; print(\'probe\', gpucheckprobe.OK, \'$2\')"\n')
+    python.chmod(0o755)
+    where = os.path.relpath(wheels, REPO) if relative else str(wheels)
+    p = subprocess.run(["bash", str(SHELL), "--steps", "3"], cwd=REPO,
+                       env=_env(PYTHON=str(python), GPU_CHECK_WHEELS=where, PIP_NO_INDEX="1"),
                        capture_output=True, text=True, timeout=120)
-    assert p.returncode == 2 and "--steps: must be >= 1" in p.stderr, p.stderr
+    assert p.returncode == 0 and p.stdout == "probe True --steps\n", p.stdout + p.stderr
     assert (wheels / "site" / "gpucheckprobe" / "__init__.py").is_file()
 
 
