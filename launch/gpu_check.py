@@ -127,7 +127,7 @@ def preflight(allow_cpu: bool, dtype: str) -> dict[str, Any]:
     for name in PACKAGES:
         try:
             mod = importlib.import_module(name)
-        except ImportError as e:  # ModuleNotFoundError names the module that is really absent (trl -> datasets)
+        except ImportError as e:  # ModuleNotFoundError.name: the module really absent (maybe a dependency)
             top = (getattr(e, "name", None) or name).split(".")[0]
             missing.setdefault(top, f"import {name}: {e}")
             continue
