@@ -646,11 +646,32 @@ def check_command(cmd: str, tmp: Path) -> str:
         if "--tensor_parallel_size" in words:
             assert int(words[words.index("--tensor_parallel_size") + 1]) >= 1
         return "trl vllm-serve"
+    if words[0] == "launch/gpu_check.sh" or words[:2] == ["python", "launch/gpu_check.py"]:  # the GPU node check
+        gpu_check = _gpu_check()
+        assert 'exec "$PY" launch/gpu_check.py "$@"' in (REPO / "launch" / "gpu_check.sh").read_text()
+        gpu_check.parse_args([*words[1 if words[0].endswith(".sh") else 2:], "--out", str(tmp / "gpu_check")])
+        return "gpu check"
+    if words[:3] == ["pip", "download", "--no-deps"]:  # the wheels carried to a GPU node: small ones, the venv's
+        gpu_check = _gpu_check()
+        for pin in (w for w in words[3:] if "==" in w):
+            name, _, version = pin.partition("==")
+            assert name in gpu_check.SMALL_WHEELS and md.version(name) == version, pin
+        return "wheels"
     if words[0] == "make":
         for target in words[1:]:
             assert re.search(rf"^{re.escape(target)}:", (REPO / "Makefile").read_text(), re.M), f"no make target {target}"
         return "make"
     raise AssertionError(f"no check for this command (add one, or it is untested): {cmd}")
+
+
+def _gpu_check():
+    """launch/gpu_check.py as a module (it is a script: launch/ is no package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", REPO / "launch" / "gpu_check.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 @pytest.mark.parametrize("where,cmd", ALL_COMMANDS, ids=[f"{w}:{c[:60]}" for w, c in ALL_COMMANDS])
@@ -665,7 +686,7 @@ def test_the_written_commands_cover_every_kind(tmp_path):
         (tmp_path / str(i)).mkdir()
         kinds.add(check_command(c, tmp_path / str(i)))
     assert {"grpo", "sft", "serve", "sweep", "sweep.sh", "sbatch grpo", "sbatch meta", "report", "install", "proverbench",
-            "front"} <= kinds
+            "front", "gpu check", "wheels"} <= kinds
     assert any(w.startswith("launch/slurm/grpo.sbatch") for w, _ in ALL_COMMANDS)
     assert any(w.startswith("launch/slurm/sweep.sh") for w, _ in ALL_COMMANDS)
 
