@@ -62,6 +62,7 @@ class BenchConfig:
     # problems, greedy: 0% through 500 steps, 1.6% at 600, 9.4% at 800; docs/prover.md)
     prover_sft_steps: int = 800
     prover_sft_lr: float = 3e-3
+    prover_sft_checkpoint: int = 0  # the warm start: this checkpoint of the SFT schedule (0: its final weights)
     sft_batch: int = 16
     # verifier (step 2)
     verifier: str = ""  # a trained verifier folder (e.g. runs/demo/grpo/final); empty: SFT one here
@@ -121,6 +122,9 @@ def _overrides(argv: list[str], cfg: BenchConfig) -> BenchConfig:
         seeds = [int(x) for x in cfg.gold_seeds.split(",")]
     except ValueError:
         raise SystemExit(f"gold_seeds: integers separated by commas (got {cfg.gold_seeds!r})") from None
+    if not 0 <= cfg.prover_sft_checkpoint <= cfg.prover_sft_steps:
+        raise SystemExit(f"prover_sft_checkpoint: 0 (the final weights) or a step <= prover_sft_steps "
+                         f"(got {cfg.prover_sft_checkpoint})")
     if len(set(seeds)) != len(seeds) or cfg.eval_proofs < 1:
         raise SystemExit(f"gold_seeds: distinct seeds; eval_proofs >= 1 (got {cfg.gold_seeds!r}, {cfg.eval_proofs})")
     return cfg
@@ -199,7 +203,9 @@ def main(argv: list[str] | None = None) -> None:
             output_dir=str(out / "prover_sft"), model=ModelConfig(name_or_path=str(model_dir)),
             max_steps=cfg.prover_sft_steps, per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.prover_sft_lr,
             warmup_steps=5, max_length=512, logging_steps=10, seed=cfg.seed, gradient_accumulation_steps=1,
-            bf16=False, save_steps=0), [], dataset=ds)
+            bf16=False, save_steps=cfg.prover_sft_checkpoint, save_total_limit=None), [], dataset=ds)
+        if cfg.prover_sft_checkpoint:  # the warm start: a checkpoint of the schedule (make diagnose-control)
+            prover_sft = out / "prover_sft" / f"checkpoint-{cfg.prover_sft_checkpoint}"
         tick("prover SFT", t0)
 
     # 2. the verifier
