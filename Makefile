@@ -92,12 +92,14 @@ bench-ladder: install
 # How bench-prover's budgets were chosen (docs/prover.md): prover SFT steps -> true accuracy, sampling
 # temperature -> groups with a gradient, verifier SFT steps and judge temperature -> parse rate (~25 min here).
 diagnose-prover: install
-	$(PY) bench/diagnose_prover.py
+	$(PY) bench/diagnose_prover.py prover_sft_steps=800 prover_sft_checkpoint=0
 
 # The prover bench's positive control, chosen on training problems (reports/prover_2026-12-06_positive_control.md):
-# prover SFT checkpoints -> groups with a gradient, gold-reward GRPO learning rates -> dev true-rate gain (~45 min).
+# prover SFT checkpoints -> groups with a gradient, gold-reward GRPO learning rates at two batch sizes -> dev
+# true-rate gain (~40 min; the second grid reuses the first's SFT).
 diagnose-control: install
-	$(PY) bench/diagnose_control.py prover_sft_steps=2000 every=400 from_step=800 lrs=1e-4,3e-4,1e-3,3e-3
+	$(PY) bench/diagnose_control.py prover_sft_steps=2000 every=400 from_step=800 lrs=1e-4,3e-4,1e-3,3e-3 grpo_batch=32 grpo_steps=48
+	$(PY) bench/diagnose_control.py prover_sft_steps=2000 every=400 from_step=800 lrs=3e-5,1e-4 grpo_batch=128 grpo_steps=24
 
 # Judgment browser (eval/browse.py): Debian's chromium for the headless-browser tests, and KaTeX
 # vendored from the npm registry (copied into every site at build time; never fetched at view time).

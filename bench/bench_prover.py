@@ -3,8 +3,8 @@
 On the synthetic task every proof's truth is known exactly (``data_pipeline.synthetic_check``), so the
 verifier's acceptance can be compared with the truth (issue 25 item 3):
 
-1. the tiny model (the demo's size), SFT'd on the task's gold proofs (``Step k:`` format, B.1 prompt) for 800
-   steps, to a true accuracy above 0 and well below 100% (the prover ``before``);
+1. the tiny model (the demo's size), SFT'd on the task's gold proofs (``Step k:`` format, B.1 prompt): checkpoint
+   1200 of a 2000-step schedule, 43% true at T 0.5 on training problems (the prover ``before``);
 2. the verifier: ``verifier=DIR`` (e.g. the demo's ``runs/demo/grpo/final``), else the tiny model SFT'd on gold
    verifications here with the demo's data recipe (``training/sft.py``, ``style=check``, 300 steps; errors it is
    taught: a step starting from the wrong value, a wrong stated answer, 10-20 off; it was never shown a wrong
@@ -58,11 +58,12 @@ class BenchConfig:
     n_prover_sft: int = 2000  # problems for the prover's SFT on gold proofs
     n_grpo: int = 256  # GRPO problems (fresh)
     n_eval: int = 60  # held-out problems asked for (disjoint from every training set; 45 remain with these knobs)
-    # prover SFT: enough steps for a true accuracy above 0 and well below 100% (make diagnose-prover, on the GRPO
-    # problems, greedy: 0% through 500 steps, 1.6% at 600, 9.4% at 800; docs/prover.md)
-    prover_sft_steps: int = 800
+    # prover SFT: a 2000-step schedule, the warm start its checkpoint 1200: the most GRPO groups with a mixed gold
+    # reward (31/48 dev problems; 43.5% true at T 0.5; 12/48 at step 800, 11/48 at 1600; make diagnose-control,
+    # reports/prover_2026-12-06_positive_control.md)
+    prover_sft_steps: int = 2000
     prover_sft_lr: float = 3e-3
-    prover_sft_checkpoint: int = 0  # the warm start: this checkpoint of the SFT schedule (0: its final weights)
+    prover_sft_checkpoint: int = 1200  # the warm start: this checkpoint of the SFT schedule (0: its final weights)
     sft_batch: int = 16
     # verifier (step 2)
     verifier: str = ""  # a trained verifier folder (e.g. runs/demo/grpo/final); empty: SFT one here
@@ -76,15 +77,15 @@ class BenchConfig:
     # the demo's evaluation temperature: at 1.0, 8-14% of the SFT verifier's passes do not parse and it accepts
     # 62% of gold proofs per pass (86% at 0.5); make diagnose-prover, docs/prover.md
     judge_temperature: float = 0.5
-    # GRPO arms (the same budget for each). From the diagnosis (docs/prover.md): with 4 samples per problem a group
-    # had a mixed gold reward in 19/64 problems, and 8 steps x 4 prompts gave ~1 such group per step: nothing moved
-    # (the first run). 8 samples per problem give 21/64 mixed groups at T = 0.5; 48 steps x 4 prompts x 8 fit the
-    # time (a verifier-reward step ~8 s here).
-    arms: str = "pass1,mean8,pess8,gold"
-    grpo_steps: int = 48
-    grpo_batch: int = 32
+    # GRPO arms (the same budget for each): 8 samples per problem (make diagnose-prover: 4 gave ~1 group with a
+    # gradient per step). 16 problems per step at lr 3e-5, 24 steps: the positive control (make diagnose-control,
+    # on dev GRPO problems: +7.6 [+3.1, +13.0] true points with the gold reward; 4 problems per step at lr 1e-4 to
+    # 3e-3, the 3 Dec budget, lowered the true rate: Adam's steps on one to three informative groups are noise)
+    arms: str = "pass1,mean8,pess8,pool,gold"
+    grpo_steps: int = 24
+    grpo_batch: int = 128
     num_generations: int = 8
-    grpo_lr: float = 1e-4
+    grpo_lr: float = 3e-5
     max_completion_length: int = 64
     # the prover's sampling temperature in GRPO: groups of 8 with a mixed gold reward (a gradient), GRPO problems:
     # 10/64 at 1.0, 16/64 at 0.7, 21/64 at 0.5 (make diagnose-prover, docs/prover.md)
@@ -93,15 +94,19 @@ class BenchConfig:
     eval_passes: int = 8
     eval_temperature: float = 0.5
     refine_rounds: int = 1
-    eval_proofs: int = 1  # proofs sampled per held-out problem (each judged, checked; clustered by problem)
+    # the pool arm: the verifier and pool_size - 1 more trained alike from other random inits and SFT seeds, each
+    # judging eval_passes // pool_size passes, all of which must accept (pess8's judge calls over different models)
+    pool_size: int = 4
+    eval_proofs: int = 8  # proofs sampled per held-out problem (each judged, checked; clustered by problem)
     # the gold arm (the exact checker as reward: the positive control) with these GRPO seeds, each from the same
     # SFT prover; its row pools the seeds and its CI resamples problems and seeds
-    gold_seeds: str = "0"
+    gold_seeds: str = "0,1,2"
     bootstrap_n: int = 200
 
 
 ARMS = {"pass1": ("verifier", 1, "pessimistic"), "mean8": ("verifier", 8, "mean"),
-        "pess8": ("verifier", 8, "pessimistic"), "gold": ("gold", 8, "pessimistic")}
+        "pess8": ("verifier", 8, "pessimistic"), "pool": ("verifier", 0, "pessimistic"),  # 0: eval_passes // pool_size
+        "gold": ("gold", 8, "pessimistic")}
 
 
 def _overrides(argv: list[str], cfg: BenchConfig) -> BenchConfig:
@@ -122,6 +127,8 @@ def _overrides(argv: list[str], cfg: BenchConfig) -> BenchConfig:
         seeds = [int(x) for x in cfg.gold_seeds.split(",")]
     except ValueError:
         raise SystemExit(f"gold_seeds: integers separated by commas (got {cfg.gold_seeds!r})") from None
+    if "pool" in cfg.arms.split(",") and (cfg.pool_size < 2 or cfg.eval_passes % cfg.pool_size):
+        raise SystemExit(f"pool_size: at least 2 and a divisor of eval_passes={cfg.eval_passes} (got {cfg.pool_size})")
     if not 0 <= cfg.prover_sft_checkpoint <= cfg.prover_sft_steps:
         raise SystemExit(f"prover_sft_checkpoint: 0 (the final weights) or a step <= prover_sft_steps "
                          f"(got {cfg.prover_sft_checkpoint})")
@@ -208,37 +215,54 @@ def main(argv: list[str] | None = None) -> None:
             prover_sft = out / "prover_sft" / f"checkpoint-{cfg.prover_sft_checkpoint}"
         tick("prover SFT", t0)
 
-    # 2. the verifier
+    # 2. the verifier (and, for the pool arm, pool_size - 1 more, each from its own random init and SFT seed)
     t0 = time.monotonic()
+    vdata = DataConfig(source="synthetic", n_train=cfg.n_verifier_sft, n_eval=0, seed=cfg.seed + 4,
+                       prompt_template=cfg.verifier_template,
+                       synthetic={**task, "fatal_kinds": ["wrong_operand", "wrong_final"],  # the demo's recipe
+                                  "error_delta_min": 10, "error_delta_max": 20, "problem_id_from_text": True})
+
+    def verifier_sft(name: str, init: Path, seed: int) -> Path:
+        from training.data import load_trajectories_for
+
+        vtrain, _ = load_trajectories_for(vdata)
+        return sft_train(SFTRunConfig(wandb=WandbConfig(enabled=False),
+            output_dir=str(out / name), model=ModelConfig(name_or_path=str(init)), data=vdata,
+            style="check", max_steps=cfg.verifier_sft_steps, per_device_train_batch_size=cfg.sft_batch,
+            learning_rate=cfg.verifier_sft_lr, warmup_steps=5, max_length=512, logging_steps=25, seed=seed,
+            gradient_accumulation_steps=1, bf16=False, save_steps=0), vtrain)
+
     if cfg.verifier:
         verifier_dir = Path(cfg.verifier)
         if not (verifier_dir / "config.json").is_file():
             raise SystemExit(f"verifier={cfg.verifier}: not a model folder (no config.json)")
     else:
-        from training.data import load_trajectories_for
-
-        vdata = DataConfig(source="synthetic", n_train=cfg.n_verifier_sft, n_eval=0, seed=cfg.seed + 4,
-                           prompt_template=cfg.verifier_template,
-                           synthetic={**task, "fatal_kinds": ["wrong_operand", "wrong_final"],  # the demo's recipe
-                                      "error_delta_min": 10, "error_delta_max": 20, "problem_id_from_text": True})
-        vtrain, _ = load_trajectories_for(vdata)
-        verifier_dir = sft_train(SFTRunConfig(wandb=WandbConfig(enabled=False),
-            output_dir=str(out / "verifier_sft"), model=ModelConfig(name_or_path=str(model_dir)), data=vdata,
-            style="check", max_steps=cfg.verifier_sft_steps, per_device_train_batch_size=cfg.sft_batch,
-            learning_rate=cfg.verifier_sft_lr, warmup_steps=5, max_length=512, logging_steps=25, seed=cfg.seed,
-            gradient_accumulation_steps=1, bf16=False, save_steps=0), vtrain)
+        verifier_dir = verifier_sft("verifier_sft", model_dir, cfg.seed)
         tick("verifier SFT", t0)
-    server = VLLMServer(ServeConfig(model=str(verifier_dir), served_model_name="verifier", port=free_port(),
-                                    api_key=None, log_file=str(out / "vllm-verifier.log"), max_model_len=2048,
-                                    max_num_batched_tokens=2048)).start()
+    members = []
+    if "pool" in cfg.arms.split(","):
+        t0 = time.monotonic()
+        for i in range(1, cfg.pool_size):
+            init = build(TinyModelConfig(out=str(out / f"model_pool{i}"), seed=cfg.seed + 100 * i,
+                                         hidden_size=cfg.hidden_size, num_layers=cfg.num_layers,
+                                         intermediate_size=cfg.intermediate_size))
+            members.append(verifier_sft(f"verifier_pool{i}", init, cfg.seed + 100 * i))
+        tick(f"pool: {cfg.pool_size - 1} more verifiers (SFT)", t0)
+    servers = []
     try:
-        ep = EndpointConfig(base_url=server.base_url, model="verifier", max_concurrency=64, timeout_s=300,
-                            max_retries=2)
-        report = _arms(cfg, out, prover_sft, ep, grpo_problems, held, tick, t_start, timings,
+        for i, d in enumerate([verifier_dir, *members]):
+            name = "verifier" if i == 0 else f"verifier_pool{i}"
+            servers.append(VLLMServer(ServeConfig(model=str(d), served_model_name=name, port=free_port(), api_key=None,
+                                                  log_file=str(out / f"vllm-{name}.log"), max_model_len=2048,
+                                                  max_num_batched_tokens=2048)).start())
+        eps = [EndpointConfig(base_url=sv.base_url, model="verifier" if i == 0 else f"verifier_pool{i}",
+                              max_concurrency=64, timeout_s=300, max_retries=2) for i, sv in enumerate(servers)]
+        report = _arms(cfg, out, prover_sft, eps, grpo_problems, held, tick, t_start, timings,
                        (DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings, run,
                         ProverRLConfig, JudgeConfig))
     finally:
-        server.stop()
+        for sv in servers:
+            sv.stop()
     report["timings_s"] = timings
     report["verifier"] = str(verifier_dir)
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
@@ -258,7 +282,7 @@ def line_values(report: dict[str, Any]) -> dict[str, float | None]:
             "refine_gain": a.get("refine_gain")}
 
 
-def _arms(cfg: BenchConfig, out: Path, prover_sft: Path, ep, grpo_problems, held, tick, t_start, timings, api):
+def _arms(cfg: BenchConfig, out: Path, prover_sft: Path, eps, grpo_problems, held, tick, t_start, timings, api):
     (DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings, run, ProverRLConfig,
      JudgeConfig) = api
     from eval.stats import BootstrapSpec
@@ -270,16 +294,22 @@ def _arms(cfg: BenchConfig, out: Path, prover_sft: Path, ep, grpo_problems, held
                     bootstrap=BootstrapSpec(n=cfg.bootstrap_n, seed=cfg.seed), progress=False)
     data = DataConfig(source="synthetic", n_train=len(grpo_problems), n_eval=len(held), seed=cfg.seed)
 
-    def prover_cfg(reward: str, n: int, policy: str) -> Any:
+    from verifier.pool import PoolConfig
+
+    def prover_cfg(reward: str, n: int, policy: str, pool: bool = False) -> Any:
         judge = JudgeConfig(n=n, policy="pessimistic", with_reference=False, template=cfg.verifier_template,
                             max_tokens=cfg.verifier_max_tokens, temperature=cfg.judge_temperature,
                             run_seed=cfg.seed)
+        # the pool arm: every member judges its share of the passes, every pass of every member must accept (the
+        # same number of judge calls per proof as pess8, in training and held out, spread over pool_size models)
         return ProverRLConfig(enabled=True, reward=reward, policy=policy,
                               problems=str(out / "grpo_problems.jsonl"), eval_problems=str(out / "held_out_problems.jsonl"),
-                              verifier=ep, judge=judge, eval_passes=cfg.eval_passes,
+                              verifier=eps[0], pool=PoolConfig(verifiers=list(eps[1:]) if pool else [], rule="all"),
+                              judge=judge, eval_passes=cfg.eval_passes // cfg.pool_size if pool else cfg.eval_passes,
                               eval_refine_rounds=cfg.refine_rounds, eval_proofs_per_problem=cfg.eval_proofs)
 
-    def run_cfg(name: str, train: bool, reward: str, n: int, policy: str, seed: int = cfg.seed) -> Any:
+    def run_cfg(name: str, train: bool, reward: str, n: int, policy: str, seed: int = cfg.seed,
+                pool: bool = False) -> Any:
         return GRPORunConfig(
             experiment_name=name, output_dir=str(out / name), train=train, init_from=str(prover_sft),
             model=ModelConfig(name_or_path=str(prover_sft)), data=data,
@@ -288,7 +318,7 @@ def _arms(cfg: BenchConfig, out: Path, prover_sft: Path, ep, grpo_problems, held
                               learning_rate=cfg.grpo_lr, temperature=cfg.temperature, save_steps=10_000, beta=0.0,
                               gradient_accumulation_steps=1, warmup_steps=0, bf16=False, logging_steps=1,
                               seed=seed, log_completions=False),
-            eval=ev, wandb=WandbSettings(enabled=False), prover=prover_cfg(reward, n, policy))
+            eval=ev, wandb=WandbSettings(enabled=False), prover=prover_cfg(reward, n, policy, pool))
 
     rows: dict[str, Any] = {}
     curves: dict[str, Any] = {}
@@ -298,11 +328,12 @@ def _arms(cfg: BenchConfig, out: Path, prover_sft: Path, ep, grpo_problems, held
     seeds: dict[str, list[Any]] = {}
     for arm in cfg.arms.split(","):
         reward, n, policy = ARMS[arm]
+        n = cfg.eval_passes // cfg.pool_size if arm == "pool" else n
         per_seed = [int(x) for x in cfg.gold_seeds.split(",")] if arm == "gold" else [cfg.seed]
         for seed in per_seed:
             name = arm if len(per_seed) == 1 else f"{arm}_s{seed}"
             t0 = time.monotonic()
-            seeds.setdefault(arm, []).append(_row(run(run_cfg(name, True, reward, n, policy, seed))))
+            seeds.setdefault(arm, []).append(_row(run(run_cfg(name, True, reward, n, policy, seed, arm == "pool"))))
             curves[name] = _curve(out / name)
             tick(f"{name} (GRPO + held-out eval)", t0)
         rows[arm] = _pooled(seeds[arm])

@@ -53,7 +53,7 @@ def parse(argv: list[str]) -> tuple[BenchConfig, dict[str, str]]:
             own[k] = v
         else:
             rest.append(a)
-    cfg = _overrides(rest, BenchConfig(out="runs/diagnose_control", prover_sft_steps=1600))
+    cfg = _overrides(rest, BenchConfig(out="runs/diagnose_control"))
     try:
         every, n, frm, lrs = int(own["every"]), int(own["n_problems"]), int(own["from_step"]), own["lrs"].split(",")
         [float(x) for x in lrs]

@@ -71,7 +71,9 @@ def test_bench_prover_control_alone_pools_seeds_and_prints_nan_for_pess8():
     from bench.bench_prover import BenchConfig, _overrides, _paired, _pooled, line_values
 
     cfg = _overrides(["arms=gold", "gold_seeds=0,1,2", "eval_proofs=2"], BenchConfig())
-    for bad in (["arms=pass1"], ["arms=gold", "gold_seeds=0,0"], ["gold_seeds=a"], ["eval_proofs=0"]):
+    assert _overrides(["arms=pess8,pool", "pool_size=2"], BenchConfig()).pool_size == 2
+    for bad in (["arms=pass1"], ["arms=gold", "gold_seeds=0,0"], ["gold_seeds=a"], ["eval_proofs=0"],
+                ["arms=pess8,pool", "pool_size=3"], ["arms=pess8,pool", "pool_size=1"], ["prover_sft_checkpoint=3000"]):
         with pytest.raises(SystemExit):
             _overrides(bad, BenchConfig())
     before = {"per_proof": {f"p{i}/{j}": [int(i == 0), 0] for i in range(4) for j in range(2)}}
