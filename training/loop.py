@@ -505,7 +505,7 @@ class Loop:
                                  "the same command again (the loop resumes here)")
         res = ingest(IngestConfig(input=str(source), out=str(d / "ingested"), progress=False,
                                   name=f"round {r} annotations"))
-        return {"records": str(d / "ingested"), "labelled": res.summary().get("records"), "expert": s,
+        return {"records": str(d / "ingested"), "labelled": res.summary().get("kept"), "expert": s,
                 "ingested": res.summary()}
 
     def augment(self, d: Path, r: int, prover: str, verifier: str, records: str | None) -> dict[str, Any]:
@@ -569,7 +569,7 @@ class Loop:
         if c.refresh_sft_steps:
             model = self.refresh(d, load_trajectories(train_path).records, verifier)
         if c.verifier_grpo_steps:
-            model = self.verifier_grpo(d, r, model, train_path)
+            model = self.verifier_grpo(d, r, model, train_path, variant)
         return {"verifier": model, "variant": variant, "data": counts, "extra": len(extra),
                 "positives": len(positives)}
 
@@ -595,7 +595,7 @@ class Loop:
             save_steps=0, lr_scheduler_type="constant"), [], dataset=Dataset.from_list(rows))
         return str(path)
 
-    def verifier_grpo(self, d: Path, r: int, init: str, train_path: Path) -> str:
+    def verifier_grpo(self, d: Path, r: int, init: str, train_path: Path, variant: str) -> str:
         from training.config import DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings
         from training.grpo import run
         from training.rewards import RewardConfig
@@ -604,7 +604,8 @@ class Loop:
         run(GRPORunConfig(
             experiment_name=f"verifier_round{r}", output_dir=str(d / "grpo"), train=True, init_from=init,
             model=ModelConfig(name_or_path=init),
-            data=DataConfig(source="jsonl", train_path=str(train_path), prompt_template=c.verifier_template),
+            data=DataConfig(source="jsonl", train_path=str(train_path), variant=variant,
+                            prompt_template=c.verifier_template),
             reward=RewardConfig(components={"meta": 1.0}),
             grpo=GRPOSettings(max_steps=c.verifier_grpo_steps, per_device_train_batch_size=c.grpo_batch,
                               num_generations=c.num_generations, max_completion_length=c.verifier_max_tokens,
