@@ -653,8 +653,16 @@ class Loop:
             "verifier_data_rows": (v.get("data") or {}).get("rows"), "positives": v.get("positives")}))
         return {"prover": g["prover"], "verifier": v["verifier"]}
 
+    def check_markers(self) -> None:
+        """Before any work: every finished stage in OUT must have this run's settings (a changed option is one
+        error naming it at once, not when the loop reaches that stage)."""
+        for marker in sorted(self.out.glob("round_*/*/loop_done.json")):
+            r = int(marker.parent.parent.name.removeprefix("round_"))
+            done_stage(marker, self.round0_settings if r == 0 else self.round_settings, self.cfg.resume)
+
     def run(self) -> dict[str, Any]:
         """Round 0, rounds 1..R, then the report; returns the report document."""
+        self.check_markers()
         self.out.mkdir(parents=True, exist_ok=True)
         self.log(f"{self.out}: {self.cfg.rounds} rounds, annotator {self.cfg.annotator}; problems: "
                  + ", ".join(f"{k} {len(v)}" for k, v in self.sets().items()))
