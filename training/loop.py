@@ -41,9 +41,47 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from data_pipeline import candidates as cand
+from data_pipeline import synthetic_recipes as recipes
+from data_pipeline.annotate import AnnotateConfig, export
+from data_pipeline.augment import AugmentConfig
+from data_pipeline.augment import run as augment_run
+from data_pipeline.autolabel import AutolabelConfig
+from data_pipeline.autolabel import run as autolabel
+from data_pipeline.grpo_dataset import GrpoDataConfig, write_variant
+from data_pipeline.ingest import IngestConfig
+from data_pipeline.ingest import run as ingest
+from data_pipeline.selection import SelectConfig
+from data_pipeline.selection import run as select_run
+from data_pipeline.simulated_expert import SimulatedExpertConfig
+from data_pipeline.simulated_expert import run as simulate
+from data_pipeline.synthetic import generate_synthetic
+from data_pipeline.synthetic_check import gold_proof
+from eval.metrics import Prediction, ScoreOptions, score_predictions
+from eval.stats import BootstrapSpec, mean_delta_ci
+from eval.verifierbench import representative_pass
+from training.config import (DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings,
+                             heldout_judge)
+from training.data import load_trajectories_for
+from training.grpo import run as grpo_run
+from training.prover_reward import AuditConfig, ProverRLConfig, evaluate_prover, gold_table, synthetic_problems
+from training.rewards import RewardConfig
+from training.sft import SFTRunConfig, gold_text, sft_train
 from training.stages import done_stage, mark_done
+from verifier.config import MetaVerifierConfig, hydra_main
+from verifier.engine import EndpointConfig
 from verifier.errors import InputError
-from verifier.results import WandbConfig
+from verifier.formats import load_any, load_proofbench_problems
+from verifier.identity import ProblemIndex
+from verifier.io import load_trajectories, write_jsonl
+from verifier.judging import JudgeConfig
+from verifier.judgment import load_judgments
+from verifier.meta_verifier import RuleMetaVerifier
+from verifier.records import ProofTrajectory, Verdict
+from verifier.results import WandbConfig, figure, init_run, md_table, save_figure, write_markdown
+from verifier.serve import ServeConfig, VLLMServer, free_port
+from verifier.templates import as_messages, verification_prompt
+from verifier.tiny_model import TinyModelConfig, build
 
 ANNOTATORS = ("simulated_expert", "autolabel")  # or export:PATH
 ROUND0_STAGES = ("prover_sft", "verifier", "prover", "heldout")
@@ -179,9 +217,6 @@ def problem_sets(cfg: LoopConfig, rounds: int | None = None) -> dict[str, list[A
 
     Synthetic sets are drawn in that order, each without the problems of the sets before it (a held-out file is
     taken as it is); a set that cannot be filled is an error naming it; ``check_disjoint`` asserts the result."""
-    from training.prover_reward import synthetic_problems
-    from verifier.formats import load_proofbench_problems
-
     t = task(cfg)
     sets: dict[str, list[Any]] = {}
     taken: set[str] = set()
@@ -236,8 +271,6 @@ class Loop:
     def sets(self) -> dict[str, list[Any]]:
         if self._sets is None:
             self._sets = problem_sets(self.cfg)
-            from verifier.io import write_jsonl
-
             d = self.out / "problems"
             d.mkdir(parents=True, exist_ok=True)
             for name, ps in self._sets.items():
@@ -270,9 +303,6 @@ class Loop:
         """The endpoint of a server of ``model`` (started once; ``name`` is its served name)."""
         if self._serve is not None:
             return self._serve(name, model)
-        from verifier.engine import EndpointConfig
-        from verifier.serve import ServeConfig, VLLMServer, free_port
-
         if model not in self.servers:
             self.log(f"serving {name} ({model})")
             self.servers[model] = (name, VLLMServer(ServeConfig(
@@ -291,8 +321,6 @@ class Loop:
         self.keep()
 
     def judge(self, n: int, early_stop: bool = False) -> Any:
-        from verifier.judging import JudgeConfig
-
         c = self.cfg
         return JudgeConfig(n=n, policy="pessimistic", early_stop=early_stop, with_reference=False,
                            template=c.verifier_template, max_tokens=c.verifier_max_tokens,
@@ -301,12 +329,7 @@ class Loop:
     # ------------------------------------------------------------------ round 0
     def prover_sft(self, d: Path) -> dict[str, Any]:
         """The model (``base_model`` or the tiny model) SFT'd on gold proofs, revisions and repairs."""
-        from datasets import Dataset
-
-        from data_pipeline import synthetic_recipes as recipes
-        from training.config import ModelConfig
-        from training.sft import SFTRunConfig, sft_train
-        from verifier.tiny_model import TinyModelConfig, build
+        from datasets import Dataset  # lazy: datasets takes seconds to import; only SFT tables need it
 
         c = self.cfg
         model = c.base_model or str(build(TinyModelConfig(out=str(d / "model"), seed=c.seed, hidden_size=c.hidden_size,
@@ -323,11 +346,6 @@ class Loop:
     def verifier_warm_start(self, d: Path, model: str) -> dict[str, Any]:
         """The first verifier: SFT on planted errors (a wrong start value or answer, 10-20 off: what the verifier
         knew before the loop), on problems in no other set."""
-        from training.config import DataConfig, ModelConfig
-        from training.data import load_trajectories_for
-        from training.sft import SFTRunConfig, sft_train
-        from verifier.io import write_jsonl
-
         c = self.cfg
         data = DataConfig(source="synthetic", n_train=c.n_verifier_sft, n_eval=0, seed=c.seed + 4,
                           prompt_template=c.verifier_template,
@@ -347,8 +365,6 @@ class Loop:
 
     def problem_index(self) -> Any:
         """Every problem of the loop's sets (held-out, SFT, rounds): verifier data must stay off them."""
-        from verifier.identity import ProblemIndex
-
         index = ProblemIndex()
         for ps in self.sets().values():
             for p in ps:
@@ -359,8 +375,6 @@ class Loop:
     def prover_run_config(self, name: str, d: Path, init: str, problems: Path, ep: Any, reward: str = "verifier",
                           steps: int | None = None) -> Any:
         """Prover GRPO from ``init`` on ``problems`` with the verifier at ``ep`` (or the exact checker) as reward."""
-        from training.config import DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings
-        from training.prover_reward import AuditConfig, ProverRLConfig
 
         c = self.cfg
         audit = AuditConfig(every=c.audit_every if reward == "verifier" else 0, judge="exact", action="warn",
@@ -382,13 +396,11 @@ class Loop:
                      steps: int | None = None, problems: Path | None = None) -> dict[str, Any]:
         """(f) serve the round's verifier, (g) prover GRPO against it, then the held-out ProverBench of the new
         prover (its proofs judged by that verifier, ``eval_passes`` pessimistic passes)."""
-        from training.grpo import run
-
         self.keep(verifier)
         ep = self.endpoint("verifier", verifier)
         rc = self.prover_run_config(f"prover_round{r}" if reward == "verifier" else "gold", d, init,
                                     problems or self.problems_file(f"round {r}"), ep, reward, steps)
-        run(rc)
+        grpo_run(rc)
         prover = str(d / "final")
         audit = {}
         s = d / "train_summary.json"
@@ -400,10 +412,6 @@ class Loop:
                 "heldout_dir": str(d / "heldout"), "acceptance": (doc.get("acceptance") or {}).get("overall")}
 
     def evaluate(self, d: Path, prover_cfg: Any, prover: str, verifier: str, label: str) -> dict[str, Any]:
-        from eval.stats import BootstrapSpec
-        from training.config import EvalConfig, heldout_judge
-        from training.prover_reward import evaluate_prover
-
         c = self.cfg
         ev = EvalConfig(engine="endpoint", endpoint=self.endpoint("prover", prover),
                         judge=dataclasses.replace(heldout_judge(), max_tokens=c.max_completion_length,
@@ -426,8 +434,6 @@ class Loop:
         """One W&B run per round (offline without a key), in the loop's group."""
         if not self.cfg.wandb.enabled:
             return
-        from verifier.results import init_run
-
         wb = dataclasses.replace(self.cfg.wandb, name=self.cfg.wandb.name or f"{self.out.name}/round_{r}")
         run = init_run(wb, {**dataclasses.asdict(self.cfg), "round": r}, self.out / f"round_{r}", job_type="loop_round",
                        group=self.cfg.wandb.group or self.out.name)
@@ -442,8 +448,6 @@ class Loop:
     # ------------------------------------------------------------------ rounds r >= 1
     def proofs(self, d: Path, r: int, prover: str) -> dict[str, Any]:
         """(a) the current prover writes ``k`` proofs per problem of the round (no revision)."""
-        from data_pipeline import candidates as cand
-
         c = self.cfg
         ep = self.endpoint("prover", prover)
         return cand.run(cand.CandidatesConfig(
@@ -452,10 +456,8 @@ class Loop:
 
     def selection(self, d: Path, r: int, verifier: str) -> dict[str, Any]:
         """(b) verifier-uncertainty selection of ``budget`` proofs with the current verifier."""
-        from data_pipeline.selection import SelectConfig, run
-
         c = self.cfg
-        df = run(SelectConfig(trajectories=str(self.out / f"round_{r}" / "proofs" / "candidates.jsonl"),
+        df = select_run(SelectConfig(trajectories=str(self.out / f"round_{r}" / "proofs" / "candidates.jsonl"),
                               out=str(d), endpoint=self.endpoint("verifier", verifier),
                               judge=self.judge(c.select_passes), budget=c.budget, per_problem_cap=c.per_problem_cap,
                               seed=c.seed + r, progress=c.progress))
@@ -464,21 +466,11 @@ class Loop:
 
     def annotate(self, d: Path, r: int, verifier: str, queue: Path) -> dict[str, Any]:
         """(c) the queue annotated: simulated expert (Label Studio export -> ingest), a human export, or autolabel."""
-        from data_pipeline.annotate import AnnotateConfig, export
-        from data_pipeline.ingest import IngestConfig
-        from data_pipeline.ingest import run as ingest
-
         c = self.cfg
         if not queue.is_file() or not queue.read_text().strip():
-            from verifier.io import write_jsonl
-
             write_jsonl(d / "labelled.jsonl", [])
             return {"records": None, "labelled": 0, "note": "empty queue"}
         if c.annotator == "autolabel":
-            from data_pipeline.autolabel import AutolabelConfig
-            from data_pipeline.autolabel import run as autolabel
-            from verifier.config import MetaVerifierConfig
-
             ep = self.endpoint("verifier", verifier)
             s = autolabel(AutolabelConfig(
                 trajectories=str(queue), out=str(d), endpoint=ep,
@@ -490,9 +482,6 @@ class Loop:
                     "undecided": _count(d / "undecided.jsonl"), "summary": s}
         export(AnnotateConfig(queue=str(queue), out=str(d / "tasks"), progress=False))
         if c.annotator == "simulated_expert":
-            from data_pipeline.simulated_expert import SimulatedExpertConfig
-            from data_pipeline.simulated_expert import run as simulate
-
             s = simulate(SimulatedExpertConfig(tasks=str(d / "tasks" / "tasks.json"), out=str(d / "expert"),
                                                budget=c.budget))
             source = d / "expert" / "export.json"
@@ -510,14 +499,12 @@ class Loop:
 
     def augment(self, d: Path, r: int, prover: str, verifier: str, records: str | None) -> dict[str, Any]:
         """(d) repair augmentation: the prover repairs each invalid annotated proof from its correction."""
-        from data_pipeline.augment import AugmentConfig, run
-
         c = self.cfg
         if not records:
             (d / "positives.jsonl").write_text("")
             return {"positives_total": 0, "note": "nothing annotated"}
         verifiers = [self.endpoint("verifier", verifier)] if c.repair_check == "verifiers" else []
-        s = run(AugmentConfig(input=records, out=str(d), generator=self.endpoint("prover", prover),
+        s = augment_run(AugmentConfig(input=records, out=str(d), generator=self.endpoint("prover", prover),
                               verifiers=verifiers, check=c.repair_check, attempts=c.repair_attempts,
                               temperature=c.temperature, max_tokens=c.max_completion_length,
                               verify=self.judge(8, early_stop=True), run_seed=c.seed + r, progress=c.progress))
@@ -528,13 +515,6 @@ class Loop:
     def retrain(self, d: Path, r: int, verifier: str) -> dict[str, Any]:
         """(e) the verifier retrained on the grown data: planted errors + every round's annotations and repairs so
         far (``data_pipeline.grpo_dataset``; no held-out problem), SFT refresh, then Meta-Ver-RL GRPO."""
-        from data_pipeline.grpo_dataset import GrpoDataConfig, write_variant
-        from data_pipeline.synthetic import generate_synthetic
-        from data_pipeline.synthetic_check import gold_proof
-        from verifier.formats import load_any
-        from verifier.io import load_trajectories, write_jsonl
-        from verifier.records import ProofTrajectory
-
         c = self.cfg
         data = d / "data"
         data.mkdir(parents=True, exist_ok=True)
@@ -576,11 +556,7 @@ class Loop:
     def refresh(self, d: Path, trajs: Sequence[Any], verifier: str) -> str:
         """SFT refresh of the current verifier on the grown data: planted records with the warm start's gold texts,
         annotated proofs with a one-sentence target naming the first fatal step (``training.sft.gold_text``)."""
-        from datasets import Dataset
-
-        from training.config import DataConfig, ModelConfig
-        from training.sft import SFTRunConfig, gold_text, sft_train
-        from verifier.templates import as_messages, verification_prompt
+        from datasets import Dataset  # lazy: datasets takes seconds to import; only SFT tables need it
 
         c = self.cfg
         rows = [{"prompt": as_messages(verification_prompt(t, with_reference=False, template=c.verifier_template)),
@@ -596,12 +572,8 @@ class Loop:
         return str(path)
 
     def verifier_grpo(self, d: Path, r: int, init: str, train_path: Path, variant: str) -> str:
-        from training.config import DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings
-        from training.grpo import run
-        from training.rewards import RewardConfig
-
         c = self.cfg
-        run(GRPORunConfig(
+        grpo_run(GRPORunConfig(
             experiment_name=f"verifier_round{r}", output_dir=str(d / "grpo"), train=True, init_from=init,
             model=ModelConfig(name_or_path=init),
             data=DataConfig(source="jsonl", train_path=str(train_path), variant=variant,
@@ -678,8 +650,6 @@ class Loop:
         """The positive control (``OUT/gold/``): prover GRPO from round 0's SFT prover with the exact checker as the
         reward, ``steps`` steps (default: the loop's prover steps, round 0 included) on the problems of every
         round; held-out as a round (acceptance by the first verifier). Needs round 0."""
-        from verifier.io import write_jsonl
-
         c = self.cfg
         steps = steps or c.grpo_steps * (c.rounds + 1)
         settings = {**self.round0_settings, "gold_steps": steps, "rounds": c.rounds}
@@ -714,19 +684,9 @@ def score_heldout(pb_dir: Path, bootstrap_n: int = 1000, seed: int = 0) -> dict[
     the prover's true accuracy, acceptance and hacking rate with ``per_proof`` ("problem/sample" -> [true,
     accepted]) for paired comparisons, and the verifier's Rough / Meta TPR, TNR, Balanced F1 and false-acceptance
     rate on the prover's first versions (labels: the exact checker's appendix-C annotation)."""
-    from data_pipeline.synthetic_recipes import label_held_out
-    from eval.metrics import Prediction, ScoreOptions, score_predictions
-    from eval.stats import BootstrapSpec
-    from eval.verifierbench import representative_pass
-    from training.prover_reward import gold_table
-    from verifier.io import load_trajectories
-    from verifier.judgment import load_judgments
-    from verifier.meta_verifier import RuleMetaVerifier
-    from verifier.records import Verdict
-
     g = gold_table(pb_dir, 1, "all")["round0"]
     proofs = [t for t in load_trajectories(pb_dir / "proofs.jsonl").records if int(t.meta.get("round", 0)) == 0]
-    gold = label_held_out(proofs)
+    gold = recipes.label_held_out(proofs)
     judged = {j.id: j for j in load_judgments(pb_dir / "judgments.jsonl")}
     gold = [t for t in gold if t.id in judged]
     rule = RuleMetaVerifier()
@@ -762,7 +722,6 @@ def paired_gain(after: Mapping[str, Sequence[int]], before: Mapping[str, Sequenc
                 bootstrap_n: int = 1000, seed: int = 0) -> dict[str, Any]:
     """``after - before`` of a per-proof value (0: true, 1: accepted) on the same held-out proofs, with the paired
     bootstrap CI clustered by problem (``eval.stats.mean_delta_ci``)."""
-    from eval.stats import BootstrapSpec, mean_delta_ci
 
     keys = sorted(set(after) & set(before))
     if not keys:
@@ -778,8 +737,6 @@ def _pct(v: Any) -> str:
 
 def write_report(out: Path, rounds: int, bootstrap_n: int = 1000, seed: int = 0) -> dict[str, Any]:
     """``OUT/report.md`` (one row per round), ``OUT/report.json`` and ``OUT/loop.png`` from the rounds' heldout.json."""
-    from verifier.results import figure, md_table, save_figure, write_markdown
-
     docs = [json.loads((out / f"round_{r}" / "heldout.json").read_text()) for r in range(rounds + 1)
             if (out / f"round_{r}" / "heldout.json").is_file()]
     if not docs:
@@ -832,8 +789,6 @@ def run(cfg: LoopConfig, serve: Serve | None = None) -> dict[str, Any]:
 
 def main() -> None:
     """Hydra app: ``python -m training.loop out=DIR rounds=R annotator=...``."""
-    from verifier.config import hydra_main
-
     @hydra_main("loop", LoopConfig)
     def _run(cfg: LoopConfig) -> None:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
