@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from training.loop import HELDOUT_KEYS, LoopConfig, check_disjoint, problem_sets
+from training.loop import HELDOUT_KEYS, LoopConfig, check_config, check_disjoint, problem_sets
 from training.loop import run as run_loop
 from verifier.errors import InputError
 from verifier.formats import ProofProblem
@@ -48,8 +48,10 @@ MODEL = "stand-in"
 def _answer(prompt: str, rng: random.Random) -> str:
     """What the stand-in writes: a verdict for a verification prompt, else a proof of the prompt's problem."""
     from data_pipeline.synthetic_check import gold_proof, proof_text
-    from verifier.parser import format_verification
+    from verifier.parser import format_meta_verification, format_verification
 
+    if prompt.startswith("You are a meta-verifier"):  # autolabel's meta-verification of an analysis
+        return format_meta_verification("BASIC_MATCH" if rng.random() < 0.7 else "POOR_MATCH", "Checked it.")
     if prompt.startswith("Verify the proof"):
         steps = len(re.findall(r"^Step \d+:", prompt, re.M))
         bad = rng.random() < 0.5
@@ -114,12 +116,16 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_bad_options_are_one_line_before_work(tmp_path):
     out = tmp_path / "loop"
-    for bad, what in (("annotator=oracle", "field 'annotator'"), ("rounds=0", "field 'rounds'"),
-                      ("grpo_batch=5", "field 'grpo_batch'"), ("reward_policy=max", "field 'reward_policy'")):
+    for bad, what in (("annotator=oracle", "field 'annotator'"), ("rounds=0", "field 'rounds'")):
         r = _cli(f"out={out}", bad)
         assert r.returncode == 2 and what in r.stderr, (bad, r.stderr[-800:])
         assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not out.exists()
+    for bad, what in ({"grpo_batch": 5}, "field 'grpo_batch'"), ({"reward_policy": "max"}, "field 'reward_policy'"), \
+            ({"annotator": "export:"}, "field 'annotator'"), ({"autolabel_k": 9}, "field 'autolabel_k'"):
+        with pytest.raises(InputError, match=what) as e:
+            check_config(LoopConfig(out=str(out), **bad))
+        assert "\n" not in str(e.value)
 
 
 def test_overlapping_problem_sets_are_one_error_naming_them():
@@ -178,7 +184,9 @@ run(LoopConfig(wandb=WandbConfig(enabled=False), **kw), serve=lambda name, model
 def test_killed_half_way_resumes_without_redoing_stages(two_rounds, tiny_model, stand_in, tmp_path):
     shared, _ = two_rounds
     out = tmp_path / "resumed"
-    kw = {**TINY, "out": str(out), "base_model": str(tiny_model), "rounds": 1, "share_round0": str(shared)}
+    # round 0 shared with the 2-round loop (round 0 does not depend on the annotator); round 1 labels without an expert
+    kw = {**TINY, "out": str(out), "base_model": str(tiny_model), "rounds": 1, "share_round0": str(shared),
+          "annotator": "autolabel", "autolabel_n": 2, "autolabel_m": 1, "autolabel_k": 1}
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), "LOOP_KW": json.dumps(kw),
            "LOOP_URL": stand_in, "LOOP_KEY": "k", "LOOP_MODEL": MODEL}
     p = subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
@@ -202,6 +210,8 @@ def test_killed_half_way_resumes_without_redoing_stages(two_rounds, tiny_model, 
     assert "round 1 augment: done" in r.stdout and "round 1 heldout: done" in r.stdout
     assert {s: (out / "round_1" / s / "loop_done.json").stat().st_mtime_ns for s in done} == done  # not redone
     assert (out / "round_1" / "heldout.json").is_file() and (out / "report.md").is_file()
+    ann = json.loads((out / "round_1" / "annotate" / "result.json").read_text())
+    assert ann["summary"]["trajectories"] == 2 and ann["labelled"] + ann["undecided"] == 2, ann  # autolabel: each queued
     # other options are one error naming them, never a silent mix
     kw2 = {**kw, "budget": 3}
     r2 = subprocess.run([sys.executable, "-c", SCRIPT], cwd=REPO, env={**env, "LOOP_KW": json.dumps(kw2)},

@@ -760,7 +760,7 @@ def write_report(out: Path, rounds: int, bootstrap_n: int = 1000, seed: int = 0)
               f"(95% CI [{_pct(ci[0])}, {_pct(ci[1])}], paired on {gain['n']} proofs, clustered by problem); "
               f"acceptance: {_pct(accept_gain['delta'])} points.") if gain["n"] else "No paired proofs.", ""]
     write_markdown(out, lines)
-    report = {"rounds": docs and [{k: v for k, v in d.items() if k != "per_proof"} for d in docs],
+    report = {"rounds": [{k: v for k, v in d.items() if k != "per_proof"} for d in docs],
               "true_gain": gain, "accept_gain": accept_gain}
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
     fig, _ = figure((9.0, 3.4))
