@@ -458,9 +458,9 @@ class Loop:
         """(b) verifier-uncertainty selection of ``budget`` proofs with the current verifier."""
         c = self.cfg
         df = select_run(SelectConfig(trajectories=str(self.out / f"round_{r}" / "proofs" / "candidates.jsonl"),
-                              out=str(d), endpoint=self.endpoint("verifier", verifier),
-                              judge=self.judge(c.select_passes), budget=c.budget, per_problem_cap=c.per_problem_cap,
-                              seed=c.seed + r, progress=c.progress))
+                                     out=str(d), endpoint=self.endpoint("verifier", verifier),
+                                     judge=self.judge(c.select_passes), budget=c.budget,
+                                     per_problem_cap=c.per_problem_cap, seed=c.seed + r, progress=c.progress))
         return {"queue": str(d / "annotation_queue.jsonl"), "selected": int((df["status"] == "selected").sum())
                 if "status" in df else None}
 
@@ -505,9 +505,10 @@ class Loop:
             return {"positives_total": 0, "note": "nothing annotated"}
         verifiers = [self.endpoint("verifier", verifier)] if c.repair_check == "verifiers" else []
         s = augment_run(AugmentConfig(input=records, out=str(d), generator=self.endpoint("prover", prover),
-                              verifiers=verifiers, check=c.repair_check, attempts=c.repair_attempts,
-                              temperature=c.temperature, max_tokens=c.max_completion_length,
-                              verify=self.judge(8, early_stop=True), run_seed=c.seed + r, progress=c.progress))
+                                      verifiers=verifiers, check=c.repair_check, attempts=c.repair_attempts,
+                                      temperature=c.temperature, max_tokens=c.max_completion_length,
+                                      verify=self.judge(8, early_stop=True), run_seed=c.seed + r,
+                                      progress=c.progress))
         if not (d / "positives.jsonl").is_file():
             (d / "positives.jsonl").write_text("")
         return s
