@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 # (OMP_NUM_THREADS=1), so the second core takes the next file. TEST_WORKERS=0 runs them serially.
 TEST_WORKERS ?= 2
 
-.PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-learning-loc bench-reward bench-train bench-prover bench-ladder diagnose-prover diagnose-control clean browser-deps label-studio peer-deps
+.PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-learning-loc bench-reward bench-train bench-prover bench-ladder bench-loop diagnose-prover diagnose-control clean browser-deps label-studio peer-deps
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -88,6 +88,13 @@ bench-prover: install
 BENCH_LADDER_ARGS ?=
 bench-ladder: install
 	$(PY) bench/bench_ladder.py $(BENCH_LADDER_ARGS)
+
+# The prover-verifier loop (training.loop; docs/prover.md, "The loop"): an expert arm, an autolabel arm (equal rounds)
+# and the exact-reward positive control, at CPU scale; resumable: re-run the same command after a kill.
+# BENCH_LOOP_ARGS: options (bench/bench_loop.py's BenchConfig).
+BENCH_LOOP_ARGS ?=
+bench-loop: install
+	$(PY) bench/bench_loop.py $(BENCH_LOOP_ARGS)
 
 # How bench-prover's budgets were chosen (docs/prover.md): prover SFT steps -> true accuracy, sampling
 # temperature -> groups with a gradient, verifier SFT steps and judge temperature -> parse rate (~25 min here).

@@ -14,13 +14,14 @@ separated by one space, keys and number formats fixed per bench (``tests/test_be
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+# stage resume lives in the library (training.stages); re-exported for the benches
+from training.stages import done_stage, mark_done, settings_of  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -33,38 +34,6 @@ def environment(wandb: bool = False, **extra: str) -> None:
     tokenizer parallelism, offline Hugging Face hub; ``wandb``: W&B offline and silent; ``extra``: more names."""
     for name, value in {**ENVIRONMENT, **(WANDB_OFFLINE if wandb else {}), **extra}.items():
         os.environ.setdefault(name, value)
-
-
-# ------------------------------------------------------------------ stage resume
-def settings_of(obj: Any) -> Any:
-    """A JSON-comparable form of a (nested) config dataclass: what a resumed stage must match."""
-    return json.loads(json.dumps(dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj, default=str))
-
-
-def done_stage(marker: Path, settings: Any, resume: bool) -> bool:
-    """True when ``marker`` records exactly ``settings`` (the stage finished with them and can be reused).
-
-    A marker with other settings is an error naming the differing keys (silently reusing a stage trained with
-    other knobs would mix experiments); without ``resume`` an existing marker is an error too.
-    """
-    if not marker.is_file():
-        return False
-    have = json.loads(marker.read_text())
-    if not resume:
-        raise SystemExit(f"{marker.parent}: a finished stage is there and resume=false: use another out= or delete it")
-    if have != settings:
-        diff = sorted(k for k in {*have, *settings} if have.get(k) != settings.get(k)) if isinstance(have, dict) \
-            and isinstance(settings, dict) else ["<settings>"]
-        raise SystemExit(f"{marker.parent}: finished with other settings ({', '.join(diff)} differ): use another "
-                         "out= or delete that folder")
-    return True
-
-
-def mark_done(marker: Path, settings: Any) -> None:
-    """Record that the stage in ``marker.parent`` finished with ``settings`` (atomic)."""
-    tmp = marker.with_suffix(".tmp")
-    tmp.write_text(json.dumps(settings, indent=1, sort_keys=True))
-    os.replace(tmp, marker)
 
 
 # ------------------------------------------------------------------ the last line

@@ -1,0 +1,165 @@
+"""`make bench-loop`: the prover-verifier loop (``training.loop``) at CPU scale, with an expert and without one.
+
+On the synthetic task (3-step chains of one-digit operands: every proof's truth is known exactly) three arms, each
+from the same round 0 (the tiny model SFT'd on gold proofs, the verifier's warm start on planted errors, prover GRPO
+against it):
+
+1. ``expert``: ``rounds`` rounds of the loop with the simulated expert (the exact checker writing appendix-C
+   annotations through the Label Studio export and ingest) as the annotator (``OUT/expert``);
+2. ``autolabel``: the same rounds with the expert-free labeller (``data_pipeline.autolabel``; ``OUT/autolabel``,
+   round 0 shared with the expert arm);
+3. ``gold``: the positive control, prover GRPO from the same SFT prover with the exact checker as the reward
+   (``prover.reward=gold``), as many steps as the loop's prover GRPO in all (``OUT/expert/gold``).
+
+Resumable: every stage of every arm records its settings (``training.stages``); re-run the same command after a kill.
+Options as ``key=value`` (``BenchConfig``; the prover's settings are bench-prover's). Writes ``OUT/report.md`` (the
+arms' per-round tables) beside each arm's ``report.md`` and ``loop.png``. Last line, exactly:
+``rounds=<n> true_acc_r0=<r> true_acc_final=<r> true_gain_ci_low=<r> gold_true_acc=<r> hacking_r0=<r>
+hacking_final=<r> exploit_rate_final=<r> autolabel_true_acc_final=<r>``
+(``r0``: the prover trained against the first verifier; ``final``: after the last round of the expert arm;
+``true_gain_ci_low``: the lower bound of the 95% CI of final - r0 true accuracy, paired on the held-out proofs,
+clustered by problem; ``exploit_rate_final``: the hack audit's exploit rate in the last round's prover GRPO).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import environment, last_line
+
+environment(wandb=True)
+
+LAST_LINE_KEYS = ("rounds", "true_acc_r0", "true_acc_final", "true_gain_ci_low", "gold_true_acc", "hacking_r0",
+                  "hacking_final", "exploit_rate_final", "autolabel_true_acc_final")
+
+
+@dataclass
+class BenchConfig:
+    out: str = "runs/bench_loop"
+    seed: int = 0
+    rounds: int = 2  # rounds after round 0, the same for both labeller arms
+    # the prover's settings: bench/bench_prover.py's BenchConfig (model, task, SFT, GRPO, sampling)
+    hidden_size: int = 128
+    num_layers: int = 2
+    intermediate_size: int = 384
+    min_steps: int = 3
+    max_steps: int = 3
+    max_operand: int = 9
+    n_prover_sft: int = 2000
+    prover_sft_steps: int = 800
+    prover_sft_lr: float = 3e-3
+    sft_batch: int = 16
+    grpo_steps: int = 48  # per round
+    grpo_batch: int = 32
+    num_generations: int = 8
+    grpo_lr: float = 1e-4
+    max_completion_length: int = 64
+    temperature: float = 0.5
+    eval_passes: int = 8
+    eval_temperature: float = 0.5
+    # the loop's own settings (training.loop.LoopConfig defaults)
+    n_round_problems: int = 64
+    n_heldout: int = 45
+    budget: int = 32
+    k: int = 2
+    verifier_sft_steps: int = 300
+    refresh_sft_steps: int = 50
+    verifier_grpo_steps: int = 16
+    bootstrap_n: int = 1000
+    wandb: bool = True  # one W&B run per round (offline without WANDB_API_KEY)
+
+
+def parse_options(argv: list[str]) -> BenchConfig:
+    """``key=value`` options onto ``BenchConfig``; an unknown or ill-typed key is one clear error."""
+    cfg = BenchConfig()
+    fields = {f.name for f in dataclasses.fields(cfg)}
+    for a in argv:
+        k, eq, v = a.partition("=")
+        if not eq or k not in fields:
+            raise SystemExit(f"bench-loop: unknown option {a!r}; options: {', '.join(sorted(fields))}")
+        cur = getattr(cfg, k)
+        try:
+            setattr(cfg, k, v.lower() in ("1", "true", "yes") if isinstance(cur, bool) else type(cur)(v))
+        except ValueError:
+            raise SystemExit(f"bench-loop: option {k}={v!r}: expected {type(cur).__name__}") from None
+    if cfg.rounds < 1:
+        raise SystemExit(f"bench-loop: rounds={cfg.rounds}: at least 1")
+    return cfg
+
+
+def loop_config(cfg: BenchConfig, arm: str) -> Any:
+    """The ``LoopConfig`` of one labeller arm (``expert`` | ``autolabel``)."""
+    from training.loop import LoopConfig
+    from verifier.results import WandbConfig
+
+    shared = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
+              if f.name not in ("out", "wandb") and f.name in {g.name for g in dataclasses.fields(LoopConfig)}}
+    out = Path(cfg.out)
+    return LoopConfig(**shared, out=str(out / arm), annotator="simulated_expert" if arm == "expert" else "autolabel",
+                      share_round0=str(out / "expert") if arm == "autolabel" else None,
+                      wandb=WandbConfig(enabled=cfg.wandb, project="proofverifier-loop", mode="auto"))
+
+
+def line_values(expert: dict[str, Any], autolabel: dict[str, Any], gold: dict[str, Any], rounds: int
+                ) -> tuple[dict[str, Any], str, dict[str, str]]:
+    """The last line's values (``None``: ``nan``), its number format and per-key formats (for ``last_line``)."""
+    r0, final = expert["rounds"][0], expert["rounds"][-1]
+    return ({"rounds": rounds, "true_acc_r0": r0.get("true_acc"), "true_acc_final": final.get("true_acc"),
+             "true_gain_ci_low": (expert.get("true_gain") or {}).get("ci", [None])[0],
+             "gold_true_acc": gold.get("true_acc"), "hacking_r0": r0.get("hacking_rate"),
+             "hacking_final": final.get("hacking_rate"), "exploit_rate_final": final.get("exploit_rate"),
+             "autolabel_true_acc_final": autolabel["rounds"][-1].get("true_acc")}, ".4f", {"rounds": "d"})
+
+
+def _pct(v: Any) -> str:
+    return "-" if v is None else f"{100 * v:.1f}"
+
+
+def markdown(cfg: BenchConfig, reports: dict[str, dict[str, Any]], gold: dict[str, Any], seconds: float) -> str:
+    out = Path(cfg.out)
+    lines = ["# bench-loop: the prover-verifier loop with an expert, without one, and the exact reward", "",
+             f"Rounds after round 0: {cfg.rounds}; held-out: {gold.get('n')} proofs (one per problem, in no training "
+             "set); true = the exact checker, accepted = all passes of the round's verifier, hacking = accepted but "
+             "false. Each arm's per-round table: "
+             + ", ".join(f"[{a}]({a}/report.md)" for a in reports) + ".", "",
+             "| arm | true % r0 | true % final | gain [95% CI] | hacking % r0 | hacking % final | Meta BF1 final | "
+             "false accepted % final |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for arm, rep in reports.items():
+        r0, fin, g = rep["rounds"][0], rep["rounds"][-1], rep["true_gain"]
+        ci = g.get("ci") or [None, None]
+        lines.append(f"| {arm} | {_pct(r0['true_acc'])} | {_pct(fin['true_acc'])} | {_pct(g.get('delta'))} "
+                     f"[{_pct(ci[0])}, {_pct(ci[1])}] | {_pct(r0['hacking_rate'])} | {_pct(fin['hacking_rate'])} | "
+                     f"{_pct(fin.get('verifier_meta_bf1'))} | {_pct(fin.get('verifier_false_accept'))} |")
+    lines += [f"| gold (exact reward) | | {_pct(gold.get('true_acc'))} | | | {_pct(gold.get('hacking_rate'))} | | |",
+              "", f"Total {seconds / 60:.1f} min (resumed stages not timed). Folder: {out}", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg = parse_options(sys.argv[1:] if argv is None else argv)
+    import torch
+
+    torch.set_num_threads(1)
+    from training.loop import Loop
+
+    t0 = time.monotonic()
+    reports = {}
+    for arm in ("expert", "autolabel"):
+        print(f"[bench-loop] arm {arm}", flush=True)
+        reports[arm] = Loop(loop_config(cfg, arm)).run()
+    print("[bench-loop] arm gold (prover GRPO with the exact checker as reward)", flush=True)
+    gold = Loop(loop_config(cfg, "expert")).gold_control()
+    md = markdown(cfg, reports, gold, time.monotonic() - t0)
+    (Path(cfg.out) / "report.md").write_text(md)
+    print(md)
+    last_line(*line_values(reports["expert"], reports["autolabel"], gold, cfg.rounds))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,235 @@
+"""training/loop.py (``python -m training.loop``): options checked in one line before work, a 2-round loop at the
+tiniest budgets writes each round's held-out figures and the report, a loop killed half-way resumes without redoing
+its finished stages; bench/bench_loop.py's last line.
+
+Every served model is one stand-in OpenAI-compatible server (the loop's ``serve`` hook): it writes the task's gold
+proof or a proof with a wrong first result, and random parseable verdicts, in milliseconds. The trainings (SFT,
+prover and verifier GRPO) are real, on the tiny model. These tests check the loop's plumbing, not its learning;
+the vLLM path of every stage is the one ``make bench-loop`` and the stages' own tests run."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from training.loop import HELDOUT_KEYS, LoopConfig, check_config, check_disjoint, problem_sets
+from training.loop import run as run_loop
+from verifier.errors import InputError
+from verifier.formats import ProofProblem
+from verifier.results import WandbConfig
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = dict(n_prover_sft=16, prover_sft_steps=2, sft_batch=4, n_round_problems=3, n_heldout=3, k=1, grpo_steps=1,
+            grpo_batch=4, num_generations=2, max_completion_length=24, reward_passes=2, audit_every=1,
+            n_verifier_sft=16, verifier_sft_steps=2, verifier_max_tokens=40, n_base=8, refresh_sft_steps=1,
+            verifier_grpo_steps=1, budget=2, select_passes=2, eval_passes=2, bootstrap_n=20, progress=False)
+
+
+def _cfg(out: Path, model: Path, **kw) -> LoopConfig:
+    return LoopConfig(out=str(out), base_model=str(model), wandb=WandbConfig(enabled=False), **{**TINY, **kw})
+
+
+MODEL = "stand-in"
+
+
+def _answer(prompt: str, rng: random.Random) -> str:
+    """What the stand-in writes: a verdict for a verification prompt, else a proof of the prompt's problem."""
+    from data_pipeline.synthetic_check import gold_proof, proof_text
+    from verifier.parser import format_meta_verification, format_verification
+
+    if prompt.startswith("You are a meta-verifier"):  # autolabel's meta-verification of an analysis
+        return format_meta_verification("BASIC_MATCH" if rng.random() < 0.7 else "POOR_MATCH", "Checked it.")
+    if prompt.startswith("Verify the proof"):
+        steps = len(re.findall(r"^Step \d+:", prompt, re.M))
+        bad = rng.random() < 0.5
+        return format_verification("invalid" if bad else "valid", rng.randrange(max(1, steps)) if bad else -1,
+                                   "Checked every step.")
+    m = re.search(r"(Compute [^\n]*?\.)", prompt)
+    if not m:
+        return "Step 0: nothing to say."
+    steps = gold_proof(m.group(1))
+    if rng.random() < 0.5:  # a wrong first result (the error a prover makes and a planted-error verifier misses)
+        steps[0] = re.sub(r"= (-?\d+)$", lambda x: f"= {int(x.group(1)) + 1}", steps[0])
+    return proof_text(steps)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):  # quiet
+        pass
+
+    def _send(self, doc):
+        body = json.dumps(doc).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        self._send({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "test"}]})
+
+    def do_POST(self):  # noqa: N802
+        req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        prompt = req["messages"][-1]["content"]
+        seed = int(hashlib.sha256(f"{prompt}|{req.get('seed')}".encode()).hexdigest()[:12], 16)
+        rng = random.Random(seed)
+        choices = [{"index": i, "message": {"role": "assistant", "content": _answer(prompt, rng)},
+                    "finish_reason": "stop"} for i in range(int(req.get("n") or 1))]
+        self._send({"id": "x", "object": "chat.completion", "created": 0, "model": MODEL, "choices": choices,
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 10 * len(choices), "total_tokens": 20}})
+
+
+@pytest.fixture(scope="module")
+def stand_in():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/v1"
+    server.shutdown()
+
+
+def _serve(url: str):
+    from verifier.engine import EndpointConfig
+
+    ep = EndpointConfig(base_url=url, api_key="k", model=MODEL, max_concurrency=8, timeout_s=60, max_retries=1)
+    return lambda name, model: ep
+
+
+# ------------------------------------------------------------------ (i) options: one clear line, before work
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "training.loop", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+def test_bad_options_are_one_line_before_work(tmp_path):
+    out = tmp_path / "loop"
+    r = _cli(f"out={out}", "annotator=oracle")  # the command: exit 2, one line
+    assert r.returncode == 2 and "field 'annotator'" in r.stderr, r.stderr[-800:]
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not out.exists()
+    for bad, what in ({"rounds": 0}, "field 'rounds'"), ({"grpo_batch": 5}, "field 'grpo_batch'"), ({"reward_policy": "max"}, "field 'reward_policy'"), \
+            ({"annotator": "export:"}, "field 'annotator'"), ({"autolabel_k": 9}, "field 'autolabel_k'"):
+        with pytest.raises(InputError, match=what) as e:
+            check_config(LoopConfig(out=str(out), **bad))
+        assert "\n" not in str(e.value)
+
+
+def test_overlapping_problem_sets_are_one_error_naming_them():
+    a, b = ProofProblem("p1", "Compute 1 + 2."), ProofProblem("p2", "Compute 2 + 2.")
+    with pytest.raises(InputError, match=r"problem sets overlap: held-out and round 1 share 1 problems"):
+        check_disjoint({"prover SFT": [a], "held-out": [b], "round 1": [ProofProblem("q", "Compute 2 + 2.")]})
+    check_disjoint({"prover SFT": [a], "held-out": [b]})
+    sets = problem_sets(LoopConfig(out="x", rounds=2, n_prover_sft=200, n_round_problems=20, n_heldout=10))
+    assert list(sets) == ["prover SFT", "held-out", "round 0", "round 1", "round 2"]
+    texts = [p.problem for ps in sets.values() for p in ps]
+    assert len(texts) == len(set(texts))  # disjoint by construction
+    with pytest.raises(InputError, match=r"only \d+ of 3 held-out problems outside the earlier sets \(prover SFT\)"):
+        problem_sets(LoopConfig(out="x", rounds=1, max_operand=2, n_prover_sft=50, n_heldout=3))
+
+
+# ------------------------------------------------------------------ (ii) a 2-round loop
+@pytest.fixture(scope="module")
+def two_rounds(tmp_path_factory, tiny_model, stand_in):
+    out = tmp_path_factory.mktemp("loop") / "expert"
+    report = run_loop(_cfg(out, tiny_model, rounds=2), serve=_serve(stand_in))
+    return out, report
+
+
+def test_two_rounds_write_heldout_and_report(two_rounds):
+    out, report = two_rounds
+    for r in range(3):
+        doc = json.loads((out / f"round_{r}" / "heldout.json").read_text())
+        assert set(HELDOUT_KEYS) <= set(doc) and doc["round"] == r, doc.keys()
+        assert doc["n"] == 3 and 0.0 <= doc["true_acc"] <= 1.0 and "exploit_rate" in doc
+        stages = ("prover_sft", "verifier", "prover", "heldout") if r == 0 else (
+            "proofs", "selection", "annotate", "augment", "verifier", "prover", "heldout")
+        for s in stages:
+            assert (out / f"round_{r}" / s / "loop_done.json").is_file(), (r, s)
+    ann = json.loads((out / "round_1" / "annotate" / "result.json").read_text())
+    assert ann["labelled"] >= 1 and (out / "round_1" / "annotate" / "expert" / "export.json").is_file()
+    v2 = json.loads((out / "round_2" / "verifier" / "result.json").read_text())
+    assert v2["extra"] >= 2 and v2["variant"] in ("extra_ann", "pos_aug")  # rounds 1 and 2's annotations
+    md = (out / "report.md").read_text()
+    assert "| round |" in md and md.count("\n| 2 |") == 1 and "paired on 3 proofs" in md
+    assert (out / "loop.png").stat().st_size > 1000 and report["true_gain"]["n"] == 3
+
+
+# ------------------------------------------------------------------ (iii) killed half-way, resumed
+SCRIPT = """
+import json, os, sys
+from training.loop import LoopConfig, run
+from verifier.engine import EndpointConfig
+from verifier.results import WandbConfig
+kw = json.loads(os.environ["LOOP_KW"])
+ep = EndpointConfig(base_url=os.environ["LOOP_URL"], api_key=os.environ["LOOP_KEY"], model=os.environ["LOOP_MODEL"],
+                    max_concurrency=8, timeout_s=60, max_retries=1)
+run(LoopConfig(wandb=WandbConfig(enabled=False), **kw), serve=lambda name, model: ep)
+"""
+
+
+def test_killed_half_way_resumes_without_redoing_stages(two_rounds, tiny_model, stand_in, tmp_path):
+    shared, _ = two_rounds
+    out = tmp_path / "resumed"
+    # round 0 shared with the 2-round loop (round 0 does not depend on the annotator); round 1 labels without an expert
+    kw = {**TINY, "out": str(out), "base_model": str(tiny_model), "rounds": 1, "share_round0": str(shared),
+          "annotator": "autolabel", "autolabel_n": 2, "autolabel_m": 1, "autolabel_k": 1}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), "LOOP_KW": json.dumps(kw),
+           "LOOP_URL": stand_in, "LOOP_KEY": "k", "LOOP_MODEL": MODEL}
+    p = subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    marker = out / "round_1" / "selection" / "loop_done.json"
+    deadline = time.monotonic() + 300
+    while not marker.is_file():
+        assert p.poll() is None and time.monotonic() < deadline, "the loop ended before its selection stage"
+        time.sleep(0.2)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    assert not (out / "round_1" / "heldout.json").exists()
+    assert (out / "round_0").is_symlink()  # round 0 shared with the 2-round loop (same round-0 settings)
+    done = {s: (out / "round_1" / s / "loop_done.json").stat().st_mtime_ns for s in ("proofs", "selection")}
+    r = subprocess.run([sys.executable, "-c", SCRIPT], cwd=REPO, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    for s in ("prover_sft", "verifier", "prover", "heldout"):
+        assert f"round 0 {s}: resumed" in r.stdout, r.stdout[-2000:]
+    assert "round 1 proofs: resumed" in r.stdout and "round 1 selection: resumed" in r.stdout
+    assert "round 1 augment: done" in r.stdout and "round 1 heldout: done" in r.stdout
+    assert {s: (out / "round_1" / s / "loop_done.json").stat().st_mtime_ns for s in done} == done  # not redone
+    assert (out / "round_1" / "heldout.json").is_file() and (out / "report.md").is_file()
+    ann = json.loads((out / "round_1" / "annotate" / "result.json").read_text())
+    assert ann["summary"]["trajectories"] == 2 and ann["labelled"] + ann["undecided"] == 2, ann  # autolabel: each queued
+    # other options are one error naming them, before any work, never a silent mix
+    other = _cfg(out, tiny_model, rounds=1, share_round0=str(shared), annotator="autolabel", autolabel_n=2,
+                 autolabel_m=1, autolabel_k=1, budget=3)
+    with pytest.raises(SystemExit, match=r"round_1/\w+: finished with other settings \(budget differ\)"):
+        run_loop(other, serve=_serve(stand_in))
+
+
+# ------------------------------------------------------------------ (iv) the bench's last line
+def test_bench_last_line_has_the_contract_keys_in_order(capsys):
+    from bench.bench_loop import LAST_LINE_KEYS, line_values
+    from bench.common import last_line
+
+    expert = {"rounds": [{"true_acc": 0.1, "hacking_rate": 0.3}, {"true_acc": 0.2}, {"true_acc": 0.25,
+                                                                                    "hacking_rate": 0.1,
+                                                                                    "exploit_rate": 0.05}],
+              "true_gain": {"delta": 0.15, "ci": [0.02, 0.3]}}
+    auto = {"rounds": [{"true_acc": 0.1}, {"true_acc": 0.12}, {"true_acc": 0.11}]}
+    line = last_line(*line_values(expert, auto, {"true_acc": 0.4}, rounds=2))
+    assert capsys.readouterr().out.strip().splitlines()[-1] == line
+    assert [kv.split("=")[0] for kv in line.split()] == list(LAST_LINE_KEYS)
+    assert line == ("rounds=2 true_acc_r0=0.1000 true_acc_final=0.2500 true_gain_ci_low=0.0200 gold_true_acc=0.4000 "
+                    "hacking_r0=0.3000 hacking_final=0.1000 exploit_rate_final=0.0500 autolabel_true_acc_final=0.1100")
