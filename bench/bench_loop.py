@@ -52,13 +52,17 @@ class BenchConfig:
     max_steps: int = 3
     max_operand: int = 9
     n_prover_sft: int = 2000
-    prover_sft_steps: int = 800
+    # GRPO: the budget make diagnose-control chose for bench-prover (16 problems x 8 per step, lr 3e-5; 4 problems
+    # per step at lr >= 1e-4 lowered the gold-reward true rate; reports/prover_2026-12-06_positive_control.md).
+    # The SFT steps are not diagnosed for the loop's SFT recipe (gold proofs plus revision and repair prompts):
+    # 1200 is bench-prover's warm-start step, measure the groups with a gradient before a registered loop run.
+    prover_sft_steps: int = 1200
     prover_sft_lr: float = 3e-3
     sft_batch: int = 16
-    grpo_steps: int = 48  # per round
-    grpo_batch: int = 32
+    grpo_steps: int = 24  # per round
+    grpo_batch: int = 128
     num_generations: int = 8
-    grpo_lr: float = 1e-4
+    grpo_lr: float = 3e-5
     max_completion_length: int = 64
     temperature: float = 0.5
     eval_passes: int = 8
