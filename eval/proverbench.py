@@ -19,8 +19,8 @@ verifier.base_url=URL verifier.model=NAME [judge.n=8] [proofs_per_problem=1] [re
    ``all`` members (or a strict ``majority``) accept; the report shows each model's acceptance too.
 3. Refine (``refine.rounds=R``, DeepSeekMath-V2's generate -> verify -> refine): a proof the verifier
    rejects goes back to the generator with the rationale of a rejecting pass (``revise_proof.j2``);
-   the revision (id ``P/g0/r1``, ...) is judged the same way, up to R rounds. Acceptance after each
-   round by split and subject (``metrics.json`` ``refine``), ``refine.png``; each version keeps its
+   the revision (id ``P-g0-s0-r1``, ...: ``verifier.identity.version_id``) is judged the same way, up to R
+   rounds. Acceptance after each round by split and subject (``metrics.json`` ``refine``), ``refine.png``; each version keeps its
    history (earlier versions, rationales, verdicts), shown in the judgment browser.
 4. Score: acceptance overall, per split (UG / QE; IMO-ProofBench: its Level) and per subject,
    with 95% CIs clustered by problem; the k-curve; judge noise. ``DIR/metrics.json``,
@@ -57,9 +57,9 @@ from verifier.generation import (
     refine_condition,
     tasks_for,
     unfinished_thinking,
-    version_id,
 )
 from verifier.generation import generate as run_generation
+from verifier.identity import version_id
 from verifier.io import load_trajectories
 from verifier.judging import JudgeConfig, PassCache
 from verifier.outputs import holds_output
@@ -134,10 +134,10 @@ class ProverBenchConfig:
 
 
 def proof_id(problem_id: str, j: int) -> str:
-    """Trajectory id of the j-th generated proof of a problem (round 0; ``verifier.generation.version_id``).
+    """Trajectory id of the j-th generated proof of a problem (round 0; ``verifier.identity.version_id``).
 
     >>> proof_id("PB-Basic-001", 0)
-    'PB-Basic-001/g0'
+    'PB-Basic-001-g0-s0-r0'
     """
     return version_id(problem_id, j)
 
@@ -349,8 +349,8 @@ def accepted_by_round(chain: dict[tuple[str, int], list[str]], decisions: dict[s
                       ) -> dict[tuple[str, int], bool | None]:
     """Per (problem, sample): accepted after round r (its version of round <= r is accepted), None if unjudged.
 
-    >>> ch = {("p", 0): ["p/g0", "p/g0/r1"], ("q", 0): ["q/g0"]}
-    >>> d = {"p/g0": False, "p/g0/r1": True, "q/g0": True}
+    >>> ch = {("p", 0): ["p-g0-s0-r0", "p-g0-s0-r1"], ("q", 0): ["q-g0-s0-r0"]}
+    >>> d = {"p-g0-s0-r0": False, "p-g0-s0-r1": True, "q-g0-s0-r0": True}
     >>> accepted_by_round(ch, d, 0), accepted_by_round(ch, d, 1)
     ({('p', 0): False, ('q', 0): True}, {('p', 0): True, ('q', 0): True})
     """

@@ -7,8 +7,8 @@ judging what it wrote is ``verifier.runner``'s job::
     from verifier.generation import GenerationConfig, generate, tasks_for
     summary = generate(tasks_for(problems, samples=4), engine, GenerationConfig(max_tokens=4096), "proofs.jsonl")
 
-* A task is one (problem, sample, round); its version id is ``version_id(problem_id, sample, round)``
-  (``P/g0`` for round 0, ``P/g0/r2`` for the second revision). Sample ``j`` of round ``r`` has the seed
+* A task is one (problem, sample, round); its version id is ``verifier.identity.version_id(problem_id,
+  sample, round)`` (``P-g0-s0-r0`` for round 0, ``P-g0-s0-r2`` for the second revision). Sample ``j`` of round ``r`` has the seed
   ``base_seed(version_id, run_seed)``: the same proof whatever the chunking or the resume point.
 * ``condition`` (refinement, DeepSeekMath-V2 style generate -> verify -> refine): the earlier version and a
   critique of it (the rationale of a rejecting verification pass); the prompt is the ``refine_template``
@@ -55,6 +55,7 @@ from tqdm.auto import tqdm
 from verifier.budget import check_budget
 from verifier.config import Sampling
 from verifier.engine import Completion, Engine, GenerationRequest, base_seed
+from verifier.identity import version_id
 from verifier.io import JsonlAppender, iter_jsonl, truncate_partial_last_line
 from verifier.parser import parse_verification, without_reasoning
 from verifier.records import NO_STEP, ProofTrajectory
@@ -87,20 +88,21 @@ class Condition:
 
 @dataclass(frozen=True)
 class GenTask:
-    """One proof to write: sample ``sample`` of ``problem`` in refine round ``round``."""
+    """One proof to write: sample ``sample`` of ``problem`` in refine round ``round`` (by prover ``generator``)."""
 
     problem: Any  # verifier.formats.ProofProblem (id, problem, reference_solution, split, subject, source)
     sample: int = 0
     round: int = 0
     condition: Condition | None = None
-    key: str = ""  # the task's id where a command names its versions itself (default: version_id)
+    key: str = ""  # the task's id where a command names its tasks itself (a repair; default: version_id)
     model: str | None = None  # the served model of its request (e.g. a LoRA adapter); None: the engine's
     meta: Any = field(default=None, compare=False)  # the command's own data (a parent, a critique) for its outcome
+    generator: int = 0  # the prover's index where several write versions of one problem (candidates)
 
     @property
     def id(self) -> str:
-        """The id of the task and of its row (the seed is drawn from it too)."""
-        return self.key or version_id(self.problem.id, self.sample, self.round)
+        """The id of the task and of its row (the seed is drawn from it too): ``verifier.identity.version_id``."""
+        return self.key or version_id(self.problem.id, self.sample, self.round, self.generator)
 
 
 @dataclass(frozen=True)
@@ -117,15 +119,6 @@ class Outcome:
 RUN_KEYS = ("tasks", "already_done", "seconds")  # the summary's keys that are not outcome counts
 DEFAULT_COUNTS = ("generated", "failed", "truncated", "too_long", "unfinished_thinking")  # proof_outcome's, always
 UNFINISHED_THINKING = "unfinished_thinking"  # a proof's status when the prover's thinking never ended: never judged
-
-
-def version_id(problem_id: str, sample: int, round: int = 0) -> str:
-    """Trajectory id of a generated proof version.
-
-    >>> version_id("PB-Basic-001", 0), version_id("PB-Basic-001", 1, 2)
-    ('PB-Basic-001/g0', 'PB-Basic-001/g1/r2')
-    """
-    return f"{problem_id}/g{sample}" + (f"/r{round}" if round else "")
 
 
 def tasks_for(problems: Sequence[Any], samples: int = 1) -> list[GenTask]:
@@ -189,7 +182,7 @@ def proof_outcome(task: GenTask, c: Completion, model: str, history: Sequence[di
     >>> t = GenTask(ProofProblem("p", "P"))
     >>> o = proof_outcome(t, Completion("Step 0: x", "length"), "m")
     >>> o.row["id"], o.row["meta"]["generation_status"], dict(o.counts)
-    ('p/g0', 'truncated', {'generated': 1, 'truncated': 1, 'too_long': 0, 'unfinished_thinking': 0})
+    ('p-g0-s0-r0', 'truncated', {'generated': 1, 'truncated': 1, 'too_long': 0, 'unfinished_thinking': 0})
     >>> o = proof_outcome(t, Completion("<think>Step 0: x", "length"), "m")
     >>> o.row["proof_steps"], o.row["meta"]["generation_status"], o.counts["unfinished_thinking"]
     ([''], 'unfinished_thinking', 1)
@@ -229,13 +222,13 @@ def refine_condition(traj: ProofTrajectory, row: dict[str, Any] | None) -> Condi
     """Revise this judged version? None when it was accepted or is not judged; else the condition: the
     rationale of the first rejecting pass (a pass with a rationale when none rejects, e.g. all unparseable).
 
-    >>> t = ProofTrajectory("p/g0", "p", "P", ("a", "b"))
+    >>> t = ProofTrajectory("p-g0-s0-r0", "p", "P", ("a", "b"))
     >>> refine_condition(t, {"verdict": "valid", "passes": []}) is None
     True
     >>> c = refine_condition(t, {"verdict": "invalid", "first_error_step": 1, "passes": [
     ...     {"verdict": "valid", "text": "fine"}, {"verdict": "invalid", "first_error_step": 1, "text": "step 1 is wrong"}]})
     >>> c.parent_id, c.first_error_step, c.critique
-    ('p/g0', 1, 'step 1 is wrong')
+    ('p-g0-s0-r0', 1, 'step 1 is wrong')
     """
     if row is None or row.get("verdict") == "valid":
         return None
