@@ -23,7 +23,7 @@ from data_pipeline.synthetic import generate_synthetic
 from verifier.engine import Completion, EndpointConfig, GenerationRequest, SamplingConfig
 from verifier.formats import ProofProblem
 from verifier.generation import GenerationConfig, GenTask, Outcome, generate, outcome_counts, tasks_for
-from verifier.identity import version_id
+from verifier.identity import VersionId, parse_version_id, repair_id, version_id
 from verifier.io import read_jsonl, write_jsonl
 from verifier.judging import JudgeConfig
 
@@ -170,6 +170,26 @@ def test_condition_outcome_and_rejects_hooks(tmp_path):
     assert s["already_done"] == 12 and outcome_counts(s) == {}
     with pytest.raises(ValueError, match="rejects=PATH"):
         generate(tasks, FakeEngine(), GenerationConfig(), tmp_path / "x.jsonl", outcome=outcome, progress=False)
+
+
+# --- the one proof-version id ---------------------------------------------------------------------
+
+def test_version_id_build_and_parse():
+    """One format (the candidates'): round 0 keeps its ``-r0``; problem ids with dashes and slashes parse back;
+    every command's tasks are named by it (ProverBench, refine, candidates with their generator index)."""
+    assert version_id("PB-Basic-001", 0) == "PB-Basic-001-g0-s0-r0"
+    assert version_id("p1", 2, 1, generator=3) == "p1-g3-s2-r1"
+    for pid in ("p1", "PB-Basic-001", "a-g1-s2-r3", "x/y", "prob-0123abcd"):
+        for g, s, r in ((0, 0, 0), (1, 7, 2), (12, 3, 10)):
+            vid = version_id(pid, s, r, generator=g)
+            assert parse_version_id(vid) == VersionId(pid, g, s, r)
+    assert GenTask(ProofProblem("q", "Q"), 2, 1).id == "q-g0-s2-r1"
+    assert GenTask(ProofProblem("q", "Q"), 2, 1, generator=4).id == "q-g4-s2-r1"
+    assert GenTask(ProofProblem("q", "Q"), 2, key="k").id == "k"
+    for other in ("t1", "q/g0", "q/g0/r1", "q-g0-s0", repair_id("q-g0-s0-r0", 0), "q-gx-s0-r0"):
+        assert parse_version_id(other) is None, other
+    with pytest.raises(ValueError, match="sample"):
+        version_id("q", -1)
 
 
 # --- keep/skip decisions (pure) -----------------------------------------------------------------------
