@@ -69,7 +69,7 @@ from verifier.parser import REASONING_FORMATS
 from verifier.pool import PoolConfig, pool_accepts, pool_score
 from verifier.records import ProofTrajectory, Verdict
 from verifier.results import WandbConfig
-from verifier.runner import ajudge, read_rows
+from verifier.runner import ajudge, read_judgments
 from verifier.templates import as_messages, render
 
 log = logging.getLogger(__name__)
@@ -582,7 +582,7 @@ def gold_table(out: Any, n_members: int, rule: str) -> dict[str, Any]:
     """True correctness and hacking of a ProverBench run on synthetic problems (read from its files): for the
     round-0 proofs and for the latest version of each (problem, sample) after the refine rounds."""
     out = Path(out)
-    rows = [read_rows(judgments_path(out, k)) for k in range(n_members)]
+    rows = [read_judgments(judgments_path(out, k)) for k in range(n_members)]
     latest: dict[tuple[str, int], ProofTrajectory] = {}
     first: dict[tuple[str, int], ProofTrajectory] = {}
     for t in load_trajectories(out / "proofs.jsonl").records:

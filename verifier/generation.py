@@ -58,7 +58,8 @@ from verifier.engine import Completion, Engine, GenerationRequest, base_seed
 from verifier.identity import version_id
 from verifier.io import JsonlAppender, iter_jsonl, truncate_partial_last_line
 from verifier.parser import parse_verification, without_reasoning
-from verifier.records import NO_STEP, ProofTrajectory
+from verifier.judgment import Judgment
+from verifier.records import NO_STEP, ProofTrajectory, Verdict
 from verifier.templates import as_messages, render, split_proof_steps
 
 
@@ -218,29 +219,29 @@ def to_trajectory(task: GenTask, steps: Sequence[str], model: str, status: str, 
         split=getattr(p, "split", ""), source=getattr(p, "source", ""), generator=model, meta=meta)
 
 
-def refine_condition(traj: ProofTrajectory, row: dict[str, Any] | None) -> Condition | None:
-    """Revise this judged version? None when it was accepted or is not judged; else the condition: the
-    rationale of the first rejecting pass (a pass with a rationale when none rejects, e.g. all unparseable).
+def refine_condition(traj: ProofTrajectory, j: Judgment | None) -> Condition | None:
+    """Revise this judged version (``j``: its judgment record)? None when it was accepted or is not judged;
+    else the condition: the rationale of the first rejecting pass (a pass with a rationale when none rejects,
+    e.g. all unparseable).
 
     >>> t = ProofTrajectory("p-g0-s0-r0", "p", "P", ("a", "b"))
-    >>> refine_condition(t, {"verdict": "valid", "passes": []}) is None
+    >>> refine_condition(t, Judgment.from_row({"id": "p-g0-s0-r0", "verdict": "valid", "passes": []})) is None
     True
-    >>> c = refine_condition(t, {"verdict": "invalid", "first_error_step": 1, "passes": [
-    ...     {"verdict": "valid", "text": "fine"}, {"verdict": "invalid", "first_error_step": 1, "text": "step 1 is wrong"}]})
+    >>> c = refine_condition(t, Judgment.from_row({"id": "p-g0-s0-r0", "verdict": "invalid", "first_error_step": 1,
+    ...     "passes": [{"verdict": "valid", "text": "fine"},
+    ...                {"verdict": "invalid", "first_error_step": 1, "text": "step 1 is wrong"}]}))
     >>> c.parent_id, c.first_error_step, c.critique
     ('p-g0-s0-r0', 1, 'step 1 is wrong')
     """
-    if row is None or row.get("verdict") == "valid":
+    if j is None or j.verdict is Verdict.VALID:
         return None
-    passes = row.get("passes") or []
-    rejecting = [p for p in passes if p.get("verdict") == "invalid"]
-    chosen = (rejecting or [p for p in passes if (p.get("text") or "").strip()] or [None])[0]
-    critique, step = "", int(row.get("first_error_step", NO_STEP) if row.get("first_error_step") is not None
-                             else NO_STEP)
+    rejecting = [p for p in j.passes if p.verdict is Verdict.INVALID]
+    chosen = (rejecting or [p for p in j.passes if p.raw_text.strip()] or [None])[0]
+    critique, step = "", j.first_error_step
     if chosen is not None:
-        critique = _rationale(chosen.get("text") or "")
-        if chosen.get("verdict") == "invalid" and chosen.get("first_error_step") is not None:
-            step = int(chosen["first_error_step"])
+        critique = _rationale(chosen.raw_text)
+        if chosen.verdict is Verdict.INVALID:
+            step = chosen.first_error_step
     return Condition(traj.id, tuple(traj.proof_steps), critique, "invalid", step)
 
 
@@ -250,11 +251,12 @@ def _rationale(text: str) -> str:
     return (out.rationale or text).strip()
 
 
-def history_entry(traj: ProofTrajectory, row: dict[str, Any] | None, condition: Condition | None) -> dict[str, Any]:
-    """One earlier version for a proof's history (browser): its steps, verdict and the critique sent back."""
+def history_entry(traj: ProofTrajectory, j: Judgment | None, condition: Condition | None) -> dict[str, Any]:
+    """One earlier version for a proof's history (browser): its steps, verdict (``j``: its judgment record) and
+    the critique sent back."""
     return {"id": traj.id, "round": int(traj.meta.get("round", 0)), "proof_steps": list(traj.proof_steps),
-            "verdict": None if row is None else row.get("verdict"),
-            "accept_fraction": None if row is None else row.get("accept_fraction"),
+            "verdict": None if j is None or j.verdict is None else j.verdict.value,
+            "accept_fraction": None if j is None else j.accept_fraction,
             "critique": None if condition is None else condition.critique,
             "first_error_step": None if condition is None else condition.first_error_step}
 
