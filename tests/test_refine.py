@@ -19,7 +19,7 @@ import pytest
 
 from eval.proverbench import ProverBenchConfig, accepted_by_round, run
 from verifier.config import compose
-from verifier.identity import parse_version_id
+from verifier.identity import parse_version_id, version_id
 from verifier.io import read_jsonl, write_jsonl
 from verifier.judging import synthetic_verdict_regex
 from verifier.pool import needed, pool_accepts, pool_score
@@ -94,8 +94,9 @@ def test_refine_resumes_after_kill_each_version_once(endpoint, tmp_path):
     assert sorted(r["id"] for r in judged) == sorted(gen_ids)  # ... and judged once
     verdict = {r["id"]: r["verdict"] for r in judged}
     for key, ids in _chains(judged).items():  # a version is revised exactly when it was rejected
-        ids = sorted(ids, key=lambda i: 0 if i == key else int(i.rsplit("/r", 1)[1]))
-        assert ids == [key] + [f"{key}/r{r}" for r in range(1, len(ids))]
+        ids = sorted(ids, key=lambda i: parse_version_id(i).round)
+        v = parse_version_id(ids[0])
+        assert ids == [version_id(v.problem_id, v.sample, r) for r in range(len(ids))]
         assert all(verdict[i] == "invalid" for i in ids[:-1])
         assert verdict[ids[-1]] == "valid" or len(ids) == 3
     rows = {r["id"]: r for r in read_jsonl(proofs)}
