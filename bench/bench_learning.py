@@ -165,14 +165,14 @@ def copy_rate(gold, judgments_jsonl: Path) -> float:
     """Fraction of judging passes whose first line copies the proof's step 0 exactly (``Step 0: <step 0>``, the
     first line of every ``style="check"`` gold text): whether the verifier reads the proof it judges or writes a
     chain of its own (the diagnosis of item 4's warm start, docs/training.md)."""
-    from verifier.io import read_jsonl
+    from verifier.judgment import load_judgments
 
     first = {t.id: f"Step 0: {t.proof_steps[0]}" for t in gold}
     hits = total = 0
-    for r in read_jsonl(judgments_jsonl):
-        for p in r.get("passes") or []:
+    for j in load_judgments(judgments_jsonl, passes_only=True):
+        for p in j.passes:
             total += 1
-            hits += (p.get("text") or "").split("\n", 1)[0].strip() == first.get(str(r["id"]))
+            hits += p.raw_text.split("\n", 1)[0].strip() == first.get(j.id)
     return hits / total if total else 0.0
 
 
@@ -186,19 +186,19 @@ def read_accuracy(gold, judgments_jsonl: Path) -> dict[str, Any]:
     step of a ``wrong_operand`` proof (``fatal_start``: the one line where reading the proof and the shortcut
     start = previous result differ; ``fatal_shortcut`` counts the lines that wrote the previous result)."""
     from data_pipeline.synthetic import step_start
-    from verifier.io import read_jsonl
+    from verifier.judgment import load_judgments
 
     by_id = {str(t.id): t for t in gold}
     per_step: dict[int, list[int]] = {}
     fatal = [0, 0, 0]  # read right, shortcut, lines
-    for r in read_jsonl(judgments_jsonl):
-        t = by_id.get(str(r["id"]))
+    for j in load_judgments(judgments_jsonl, passes_only=True):
+        t = by_id.get(j.id)
         if t is None:
-            raise SystemExit(f"read_accuracy: record {r['id']!r} of {judgments_jsonl} is not in the gold set")
+            raise SystemExit(f"read_accuracy: record {j.id!r} of {judgments_jsonl} is not in the gold set")
         info = (t.meta or {}).get("synthetic") or {}
         k = t.annotation.first_fatal_error_step if t.annotation else -1
-        for p in r.get("passes") or []:
-            for line in (p.get("text") or "").splitlines():
+        for p in j.passes:
+            for line in p.raw_text.splitlines():
                 m = _CHECK_LINE.match(line.strip())
                 if not m or not 1 <= int(m.group(1)) < len(t.proof_steps):
                     continue

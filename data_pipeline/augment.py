@@ -41,6 +41,7 @@ from verifier.engine import Completion, EndpointConfig, OpenAIEngine
 from verifier.errors import InputError
 from verifier.formats import load_any
 from verifier.generation import GenerationConfig, GenTask, Outcome, generate, outcome_counts, proof_steps_of
+from verifier.identity import repair_id
 from verifier.judging import JudgeConfig
 from verifier.judgment import Judgment
 from verifier.outputs import holds_output
@@ -108,7 +109,7 @@ def repaired_trajectory(parent: ProofTrajectory, steps: list[str], model: str, a
     """An accepted repair as a positive sample with provenance."""
     n_checks = sum(v["n_passes"] for v in votes)
     return ProofTrajectory(
-        id=f"{parent.id}-repair{attempt}",
+        id=repair_id(parent.id, attempt),
         problem_id=parent.problem_id,
         problem=parent.problem,
         proof_steps=tuple(steps),

@@ -59,7 +59,7 @@ from verifier.meta_verifier import MetaVerifier, make_meta_verifier
 from verifier.outputs import holds_output
 from verifier.records import (NO_STEP, Annotation, MetaGrade, ParseStatus, ProofTrajectory, RecordError, Verdict,
                               VerificationOutput)
-from verifier.runner import judge, read_rows
+from verifier.runner import judge, read_judgments
 from verifier.templates import meta_verification_prompt
 
 UNDECIDED_REASONS = ("too_few_valid", "meta_failed", "too_long", "request_failed")
@@ -341,13 +341,13 @@ def meta_name(cfg: AutolabelConfig) -> str:
 
 def check_resume(path: Path, cfg: AutolabelConfig) -> None:
     """Rows already in ``judgments.jsonl`` must come from this n and this meta-verifier (else another ``out``)."""
-    for rid, row in read_rows(path).items():
-        if row.get("n") != cfg.n:
-            raise InputError(f"autolabel config, field 'n': {path} holds record {rid!r} judged with n={row.get('n')}, "
+    for rid, j in read_judgments(path).items():
+        if j.n != cfg.n:
+            raise InputError(f"autolabel config, field 'n': {path} holds record {rid!r} judged with n={j.n}, "
                              f"not n={cfg.n}; use another out=DIR")
-        if row.get("meta_verifier", meta_name(cfg)) != meta_name(cfg):
+        if j.columns.get("meta_verifier", meta_name(cfg)) != meta_name(cfg):
             raise InputError(f"autolabel config, field 'meta': {path} holds record {rid!r} graded by "
-                             f"{row['meta_verifier']!r}, not {meta_name(cfg)!r}; use another out=DIR")
+                             f"{j.columns['meta_verifier']!r}, not {meta_name(cfg)!r}; use another out=DIR")
 
 
 def record_of(t: ProofTrajectory, lab: Label, analyses: Sequence[Analysis], cfg: AutolabelConfig) -> dict[str, Any]:

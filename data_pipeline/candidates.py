@@ -14,7 +14,8 @@ and the same generator revises it from the critique (``revise_proof.j2``). With
 ``stop_when_accepted`` a version the critic accepts is not revised further.
 
 Every version is kept as a ``ProofTrajectory`` without annotation in ``candidates.jsonl`` (the
-``trajectories=`` input of ``data_pipeline.selection``), id ``<problem>-g<generator>-s<sample>-r<round>``,
+``trajectories=`` input of ``data_pipeline.selection``), id ``<problem>-g<generator>-s<sample>-r<round>``
+(``verifier.identity.version_id``),
 with provenance in ``meta.candidate``: model, generator index, sample, round, parent id, the
 critic and the critique (verdict, first error step, rationale) that led to the revision, and the
 generation's finish reason (``length``: cut at ``max_tokens``, counted as ``truncated``).
@@ -44,6 +45,7 @@ from verifier.config import Sampling, hydra_main
 from verifier.engine import Completion, EndpointConfig, OpenAIEngine
 from verifier.errors import InputError
 from verifier.formats import ProofProblem, load_proofbench_problems
+from verifier.identity import version_id
 from verifier.generation import (
     Condition,
     GenerationConfig,
@@ -102,17 +104,11 @@ class CandidatesConfig:
     progress: bool = True
 
 
-def version_id(problem_id: str, g: int, sample: int, rnd: int) -> str:
-    """>>> version_id("p1", 0, 2, 1)
-    'p1-g0-s2-r1'
-    """
-    return f"{problem_id}-g{g}-s{sample}-r{rnd}"
-
-
 def _trajectory(p: ProofProblem, g: int, model: str, sample: int, rnd: int, steps: list[str],
                 parent: str | None, critique: dict[str, Any] | None, critic: str | None) -> ProofTrajectory:
     return ProofTrajectory(
-        id=version_id(p.id, g, sample, rnd), problem_id=p.id, problem=p.problem, proof_steps=tuple(steps),
+        id=version_id(p.id, sample, rnd, generator=g), problem_id=p.id, problem=p.problem,
+        proof_steps=tuple(steps),
         reference_solution=p.reference_solution, subject=p.subject, split=p.split, source=p.source or "candidates",
         generator=model,
         meta={"candidate": {"model": model, "generator_index": g, "sample": sample, "round": rnd,
@@ -276,10 +272,10 @@ def run(cfg: CandidatesConfig) -> dict[str, Any]:
     for rnd in range(cfg.rounds + 1):
         for g, engine in enumerate(engines):
             if rnd == 0:
-                tasks = [GenTask(p, s, 0, key=version_id(p.id, g, s, 0)) for p in problems for s in range(cfg.k)]
+                tasks = [GenTask(p, s, 0, generator=g) for p in problems for s in range(cfg.k)]
             else:  # the versions of the previous round (the runner skips those revised or stopped already)
-                tasks = [GenTask(by_pid[p.id], s, rnd, key=version_id(p.id, g, s, rnd), meta=done[parent])
-                         for p in problems for s in range(cfg.k) if (parent := version_id(p.id, g, s, rnd - 1)) in done]
+                tasks = [GenTask(by_pid[p.id], s, rnd, generator=g, meta=done[parent]) for p in problems
+                         for s in range(cfg.k) if (parent := version_id(p.id, s, rnd - 1, generator=g)) in done]
             res = generate(tasks, engine, gen_cfgs[g], path, rejects=skipped_path, prompt=_prompt,
                          condition=(lambda chunk: _condition(chunk, cfg)) if rnd else None,
                          outcome=lambda pairs, g=g: [_outcome(t, c, g, cfg) for t, c in pairs],
@@ -296,8 +292,9 @@ def run(cfg: CandidatesConfig) -> dict[str, Any]:
         "skipped_by_reason": dict(sorted(reasons.items())), "versions_planned": total,
         "missing": sum(1 for p in problems for g in range(len(cfg.generators)) for s in range(cfg.k)
                        for r in range(cfg.rounds + 1)
-                       if (r == 0 or version_id(p.id, g, s, r - 1) in done)
-                       and version_id(p.id, g, s, r) not in done and version_id(p.id, g, s, r) not in skip),
+                       if (r == 0 or version_id(p.id, s, r - 1, generator=g) in done)
+                       and version_id(p.id, s, r, generator=g) not in done
+                       and version_id(p.id, s, r, generator=g) not in skip),
     }
     (out / "candidates_summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     return summary

@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 TASKS = ("bound", "relation")
 STEP_JUDGES = ("toy_case", "logical_gap", "numerical_approximation", "numerical_computation")
+JUDGMENTS = "ineqmath_judgments.jsonl"  # its rows in out, named for the judge (not judgments.jsonl)
 
 
 def _step_judge(name: str) -> JudgeConfig:
@@ -277,7 +278,8 @@ def write_report(out: Path, m: dict[str, Any], step_names: list[str], extra: dic
 
 
 def run(cfg: IneqMathConfig) -> dict[str, Any]:
-    """Load, (solve,) judge, score, write ``judgments.jsonl``, ``metrics.json``, ``report.md``, ``ineqmath.png``."""
+    """Load, (solve,) judge, score, write ``ineqmath_judgments.jsonl`` (``JUDGMENTS``), ``metrics.json``,
+    ``report.md``, ``ineqmath.png``."""
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     records, errors = load_records(cfg.input, cfg.on_error)
@@ -301,7 +303,7 @@ def run(cfg: IneqMathConfig) -> dict[str, Any]:
     counts = dict(Counter(c.get("parse_status", c["completion_status"]) for c in all_calls))
     result = {"metrics": m, "n_records": len(records), "n_skipped": len(errors), "n_generated": len(missing),
               "step_judge_parse_counts": counts}
-    write_jsonl(out / "judgments.jsonl", rows)
+    write_jsonl(out / JUDGMENTS, rows)
     write_metrics(out, result)
     write_report(out, m, step_names, {"input": cfg.input, "errors": [str(e) for e in errors], "parse_counts": counts})
     a = m["all"]

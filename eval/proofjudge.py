@@ -37,6 +37,8 @@ from verifier.parser import _clean_key
 from verifier.records import RecordError
 from verifier.results import md_table, pct, plot_bars, write_markdown, write_metrics
 
+JUDGMENTS = "proofjudge_judgments.jsonl"  # its rows in out, named for the judge (not judgments.jsonl)
+
 
 @dataclass
 class Dimension:
@@ -183,7 +185,7 @@ def run(cfg: ProofJudgeConfig) -> dict[str, Any]:
               "parse_counts": dict(sorted(statuses.items())), "errors": [str(e) for e in errors]}
     if cfg.verifier_rows:
         result["verifier_pass_noise"] = pass_noise(read_jsonl(cfg.verifier_rows), cfg.bootstrap)
-    write_jsonl(out / "judgments.jsonl", rows)
+    write_jsonl(out / JUDGMENTS, rows)
     write_metrics(out, result)
     write_report(out, result, cfg)
     a = stats["alignment"]

@@ -19,8 +19,8 @@ verifier.base_url=URL verifier.model=NAME [judge.n=8] [proofs_per_problem=1] [re
    ``all`` members (or a strict ``majority``) accept; the report shows each model's acceptance too.
 3. Refine (``refine.rounds=R``, DeepSeekMath-V2's generate -> verify -> refine): a proof the verifier
    rejects goes back to the generator with the rationale of a rejecting pass (``revise_proof.j2``);
-   the revision (id ``P/g0/r1``, ...) is judged the same way, up to R rounds. Acceptance after each
-   round by split and subject (``metrics.json`` ``refine``), ``refine.png``; each version keeps its
+   the revision (id ``P-g0-s0-r1``, ...: ``verifier.identity.version_id``) is judged the same way, up to R
+   rounds. Acceptance after each round by split and subject (``metrics.json`` ``refine``), ``refine.png``; each version keeps its
    history (earlier versions, rationales, verdicts), shown in the judgment browser.
 4. Score: acceptance overall, per split (UG / QE; IMO-ProofBench: its Level) and per subject,
    with 95% CIs clustered by problem; the k-curve; judge noise. ``DIR/metrics.json``,
@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -57,11 +57,12 @@ from verifier.generation import (
     refine_condition,
     tasks_for,
     unfinished_thinking,
-    version_id,
 )
 from verifier.generation import generate as run_generation
+from verifier.identity import version_id
 from verifier.io import load_trajectories
 from verifier.judging import JudgeConfig, PassCache
+from verifier.judgment import Judgment
 from verifier.outputs import holds_output
 from verifier.parser import REASONING_FORMATS
 from verifier.pool import PoolConfig, member_labels, pool_accepts
@@ -134,10 +135,10 @@ class ProverBenchConfig:
 
 
 def proof_id(problem_id: str, j: int) -> str:
-    """Trajectory id of the j-th generated proof of a problem (round 0; ``verifier.generation.version_id``).
+    """Trajectory id of the j-th generated proof of a problem (round 0; ``verifier.identity.version_id``).
 
     >>> proof_id("PB-Basic-001", 0)
-    'PB-Basic-001/g0'
+    'PB-Basic-001-g0-s0-r0'
     """
     return version_id(problem_id, j)
 
@@ -175,8 +176,8 @@ def verifier_engine(cfg: ProverBenchConfig, k: int = 0) -> Engine:
 
 
 def judge(trajs: Sequence[ProofTrajectory], cfg: ProverBenchConfig, out: Path, k: int = 0
-          ) -> tuple[dict[str, int], dict[str, dict[str, Any]]]:
-    """Step 2 for pool member k on the one runner (``verifier.runner.judge``); (counts, rows by id)."""
+          ) -> tuple[dict[str, int], dict[str, Judgment]]:
+    """Step 2 for pool member k on the one runner (``verifier.runner.judge``); (counts, judgment records by id)."""
 
     def columns(t: ProofTrajectory) -> dict[str, Any]:
         return {"problem_id": t.problem_id, "split": t.split, "subject": t.subject,
@@ -194,39 +195,40 @@ def judge(trajs: Sequence[ProofTrajectory], cfg: ProverBenchConfig, out: Path, k
             cache.close()
     s = res.summary
     return ({"judgments_already_done": s["already_done"], "judged": s["judged"], "judge_incomplete": s["failed"],
-             "judge_pass_status": s["pass_status"]}, res.rows)
+             "judge_pass_status": s["pass_status"]}, res.judged())
 
 
-def decide(t: ProofTrajectory, member_rows: Sequence[dict[str, dict[str, Any]]], rule: str) -> bool | None:
+def decide(t: ProofTrajectory, member_judgments: Sequence[Mapping[str, Judgment]], rule: str) -> bool | None:
     """The pool's decision on one version (None while a member has not judged it); a proof whose thinking
     never ended is never judged and not accepted (False)."""
     if unfinished_thinking(t):
         return False
-    rows = [r.get(t.id) for r in member_rows]
-    if any(r is None for r in rows):
+    js = [m.get(t.id) for m in member_judgments]
+    if any(j is None for j in js):
         return None
-    return pool_accepts([r["verdict"] == "valid" for r in rows], rule)  # type: ignore[index]
+    return pool_accepts([j.verdict is Verdict.VALID for j in js], rule)  # type: ignore[union-attr]
 
 
-def rejecting_row(tid: str, member_rows: Sequence[dict[str, dict[str, Any]]]) -> dict[str, Any] | None:
-    """The row whose rationale goes back to the prover: the first member that rejects."""
-    for rows in member_rows:
-        r = rows.get(tid)
-        if r is not None and r.get("verdict") != "valid":
-            return r
+def rejecting_judgment(tid: str, member_judgments: Sequence[Mapping[str, Judgment]]) -> Judgment | None:
+    """The judgment whose rationale goes back to the prover: the first member that rejects."""
+    for m in member_judgments:
+        j = m.get(tid)
+        if j is not None and j.verdict is not Verdict.VALID:
+            return j
     return None
 
 
-def score(trajs: Sequence[ProofTrajectory], rows: dict[str, dict[str, Any]], cfg: ProverBenchConfig,
+def score(trajs: Sequence[ProofTrajectory], rows: Mapping[str, Judgment], cfg: ProverBenchConfig,
           decisions: dict[str, bool | None] | None = None) -> dict[str, Any]:
-    """Step 4: the metrics document (acceptance by split / subject, k-curve, flip rate). ``decisions``: the
+    """Step 4: the metrics document (acceptance by split / subject, k-curve, flip rate) of the main verifier's
+    judgment records ``rows`` (by id). ``decisions``: the
     pool's (default: the main verifier's verdicts); a proof whose thinking never ended counts as not accepted
     (``counts.unfinished_thinking``); the k-curve and flip rate are the main verifier's passes (judged proofs)."""
     spec = cfg.bootstrap
     scored = [t for t in trajs if unfinished_thinking(t) or
               (t.id in rows and (decisions is None or decisions.get(t.id) is not None))]
     judged = [t for t in scored if not unfinished_thinking(t)]
-    preds = {t.id: Prediction.from_dict(rows[t.id]) for t in judged}
+    preds = {t.id: Prediction.from_judgment(rows[t.id]) for t in judged}
 
     accepted = [False if t.id not in preds else
                 (preds[t.id].verdict is Verdict.VALID if decisions is None else bool(decisions[t.id])) for t in scored]
@@ -237,7 +239,7 @@ def score(trajs: Sequence[ProofTrajectory], rows: dict[str, dict[str, Any]], cfg
         statuses[s] = statuses.get(s, 0) + 1
     judge_status: dict[str, int] = {}
     for t in judged:
-        s = rows[t.id].get("status", "ok")
+        s = rows[t.id].status
         judge_status[s] = judge_status.get(s, 0) + 1
     doc: dict[str, Any] = {
         "proverbench.acceptance": table["overall"],
@@ -252,10 +254,10 @@ def score(trajs: Sequence[ProofTrajectory], rows: dict[str, dict[str, Any]], cfg
             "accepted": sum(accepted),
             "not_scored": len(trajs) - len(scored),
             "unfinished_thinking": len(scored) - len(judged),  # never judged, not accepted
-            "with_reference": sum(1 for t in judged if rows[t.id].get("with_reference")),
+            "with_reference": sum(1 for t in judged if rows[t.id].columns.get("with_reference")),
             "generation_status": statuses,
             "judge_status": judge_status,
-            "unparseable_passes": sum(int(rows[t.id].get("n_unparseable", 0)) for t in judged),
+            "unparseable_passes": sum(rows[t.id].aggregate.n_unparseable for t in judged),
         },
         "bootstrap": spec.to_dict(),
     }
@@ -284,14 +286,15 @@ def run_rounds(problems: Sequence[ProofProblem], cfg: ProverBenchConfig, out: Pa
                generator_engine: Engine | None = None) -> dict[str, Any]:
     """Generate and judge round 0, then refine the rejected versions for ``refine.rounds`` rounds.
 
-    Returns ``counts``, ``trajs`` (every version, by id), ``rows`` (each member's rows), ``decisions`` (the
+    Returns ``counts``, ``trajs`` (every version, by id), ``rows`` (each member's judgment records by id),
+    ``decisions`` (the
     pool's, by version id) and ``latest`` (per (problem, sample) the version ids of rounds 0..R, in order).
     Every step reads what is on disk first, so a killed run resumes at the (problem, sample, round) it reached.
     """
 
     counts: Counter = Counter()
     n_members = len(members(cfg))
-    member_rows: list[dict[str, dict[str, Any]]] = [{} for _ in range(n_members)]
+    member_judgments: list[dict[str, Judgment]] = [{} for _ in range(n_members)]
     trajs: dict[str, ProofTrajectory] = {}
     by_key = {(p.id, j): p for p in problems for j in range(cfg.proofs_per_problem)}
     chain: dict[tuple[str, int], list[str]] = {key: [] for key in by_key}  # version ids, round by round
@@ -306,13 +309,13 @@ def run_rounds(problems: Sequence[ProofProblem], cfg: ProverBenchConfig, out: Pa
                 if not ids or len(ids) < r or decisions.get(ids[-1]) is not False:
                     continue  # accepted, not judged yet (re-run to finish) or not generated
                 prev = trajs[ids[-1]]
-                cond = refine_condition(prev, rejecting_row(prev.id, member_rows))
+                cond = refine_condition(prev, rejecting_judgment(prev.id, member_judgments))
                 if cond is None:
                     continue
                 task = GenTask(by_key[(pid, j)], j, r, cond)
                 tasks.append(task)
                 histories[task.id] = [*prev.meta.get("history", []),
-                                      history_entry(prev, rejecting_row(prev.id, member_rows), cond)]
+                                      history_entry(prev, rejecting_judgment(prev.id, member_judgments), cond)]
             if not tasks:
                 per_round.append({"round": r, "revised": 0})
                 continue
@@ -326,22 +329,22 @@ def run_rounds(problems: Sequence[ProofProblem], cfg: ProverBenchConfig, out: Pa
         rcounts: Counter = Counter(g)
         finished = [t for t in new if not unfinished_thinking(t)]  # an unfinished thinking is never judged
         for k in range(n_members):
-            c, rows = judge(finished, cfg, out, k)
-            member_rows[k].update(rows)
+            c, judged_k = judge(finished, cfg, out, k)
+            member_judgments[k].update(judged_k)
             if k == 0:
                 rcounts.update({key: v for key, v in c.items() if key != "judge_pass_status"})
                 rcounts["judge_pass_status"] = c["judge_pass_status"]  # type: ignore[assignment]
             else:
                 rcounts[f"pool{k}_judge_incomplete"] += c["judge_incomplete"]
         for t in new:
-            decisions[t.id] = decide(t, member_rows, cfg.pool.rule)
+            decisions[t.id] = decide(t, member_judgments, cfg.pool.rule)
         per_round.append({"round": r, "revised": len(tasks) if r else 0, **dict(rcounts)})
         for key, v in rcounts.items():
             if key != "judge_pass_status":
                 counts[key] += v
         if r == 0:
             counts["judge_pass_status"] = rcounts.get("judge_pass_status", {})  # type: ignore[assignment]
-    return {"counts": dict(counts), "trajs": trajs, "rows": member_rows, "decisions": decisions, "chain": chain,
+    return {"counts": dict(counts), "trajs": trajs, "rows": member_judgments, "decisions": decisions, "chain": chain,
             "per_round": per_round}
 
 
@@ -349,8 +352,8 @@ def accepted_by_round(chain: dict[tuple[str, int], list[str]], decisions: dict[s
                       ) -> dict[tuple[str, int], bool | None]:
     """Per (problem, sample): accepted after round r (its version of round <= r is accepted), None if unjudged.
 
-    >>> ch = {("p", 0): ["p/g0", "p/g0/r1"], ("q", 0): ["q/g0"]}
-    >>> d = {"p/g0": False, "p/g0/r1": True, "q/g0": True}
+    >>> ch = {("p", 0): ["p-g0-s0-r0", "p-g0-s0-r1"], ("q", 0): ["q-g0-s0-r0"]}
+    >>> d = {"p-g0-s0-r0": False, "p-g0-s0-r1": True, "q-g0-s0-r0": True}
     >>> accepted_by_round(ch, d, 0), accepted_by_round(ch, d, 1)
     ({('p', 0): False, ('q', 0): True}, {('p', 0): True, ('q', 0): True})
     """
@@ -425,7 +428,7 @@ def run(cfg: ProverBenchConfig, generator_engine: Engine | None = None) -> dict[
         scored = [t for t in first if res["decisions"].get(t.id) is not None]
         doc["pool"] = {"rule": cfg.pool.rule, "pool": doc["acceptance"]["overall"], "members": [
             {"label": lab, "model": ep.model, "acceptance": acceptance_table(
-                scored, [not unfinished_thinking(t) and res["rows"][k][t.id]["verdict"] == "valid" for t in scored],
+                scored, [not unfinished_thinking(t) and res["rows"][k][t.id].verdict is Verdict.VALID for t in scored],
                 spec, ())["overall"]}
             for k, (lab, ep) in enumerate(zip(labels, members(cfg)))]}
         for m in doc["pool"]["members"]:
@@ -478,14 +481,19 @@ def run(cfg: ProverBenchConfig, generator_engine: Engine | None = None) -> dict[
     if cfg.wandb.enabled:
         table_rows = [{"id": t.id, "problem_id": t.problem_id, "split": t.split, "subject": t.subject,
                        "round": t.meta.get("round", 0), "generation_status": t.meta.get("generation_status"),
-                       "verdict": rows.get(t.id, {}).get("verdict"), "pool_accepts": res["decisions"].get(t.id),
-                       "n_accept": rows.get(t.id, {}).get("n_accept"),
-                       "n_passes": rows.get(t.id, {}).get("n_passes"), "proof": "\n\n".join(t.proof_steps)[:2000]}
+                       "verdict": _verdict(rows.get(t.id)), "pool_accepts": res["decisions"].get(t.id),
+                       "n_accept": None if t.id not in rows else rows[t.id].aggregate.n_accept,
+                       "n_passes": None if t.id not in rows else rows[t.id].aggregate.n_passes,
+                       "proof": "\n\n".join(t.proof_steps)[:2000]}
                       for t in all_versions if t.id in rows or unfinished_thinking(t)]
         log_eval(out, doc, cfg=asdict(_redacted(cfg)), wandb_cfg=cfg.wandb, rows=table_rows,
                  job_type="proverbench")
     print(f"wrote {path} and {report}")
     return doc
+
+
+def _verdict(j: Judgment | None) -> str | None:
+    return None if j is None or j.verdict is None else j.verdict.value
 
 
 def _splits(doc: dict[str, Any]) -> list[str]:

@@ -27,6 +27,7 @@ from scipy.stats import binomtest
 from sklearn.metrics import roc_auc_score
 
 from verifier.errors import InputError
+from verifier.judgment import Judgment
 
 
 @dataclass
@@ -425,8 +426,18 @@ def flip_rate(verdicts: Sequence[Sequence[Any]]) -> dict[str, float | int | None
     }
 
 
-def pass_noise(rows: Sequence[dict[str, Any]], spec: BootstrapSpec = DEFAULT_BOOTSTRAP) -> dict[str, Any]:
-    """Flip rate and clustered CI of our own verifier's passes (rows as written by ``eval.judge``).
+def _judgment_with_passes(row: dict[str, Any] | Judgment) -> Judgment:
+    """A judge row as its judgment record (``Judgment.from_row``); a row without ``passes`` is an ``InputError``."""
+    if isinstance(row, Judgment):
+        return row
+    if "passes" not in row:
+        raise InputError(f"record {row.get('id')!r}, field 'passes': missing (judge rows need their passes)")
+    return Judgment.from_row(row, passes_only=True)
+
+
+def pass_noise(rows: Sequence[dict[str, Any] | Judgment], spec: BootstrapSpec = DEFAULT_BOOTSTRAP) -> dict[str, Any]:
+    """Flip rate and clustered CI of our own verifier's passes (rows as written by ``eval.judge``, each read
+    by ``verifier.judgment.Judgment.from_row``, or the judgment records themselves).
 
     Each row has ``id`` and ``passes`` (a list of dicts with ``verdict`` valid / invalid or
     None when unparseable). Returns the per-pass accept rate with its two-level bootstrap CI
@@ -442,18 +453,16 @@ def pass_noise(rows: Sequence[dict[str, Any]], spec: BootstrapSpec = DEFAULT_BOO
     (0.666666666667, 1.0, 1)
     """
     matrix, verdicts, unparseable, n_pass = [], [], 0, 0
-    for row in rows:
-        if "passes" not in row:
-            raise InputError(f"record {row.get('id')!r}, field 'passes': missing (judge rows need their passes)")
+    judgments = [_judgment_with_passes(r) for r in rows]
+    for j in judgments:
         vs = []
-        for p in row["passes"]:
+        for p in j.passes:
             n_pass += 1
-            v = p.get("verdict")
-            if v not in ("valid", "invalid"):
+            if p.verdict is None:
                 unparseable += 1
                 vs.append(None)
             else:
-                vs.append(v)
+                vs.append(p.verdict.value)
         verdicts.append(vs)
         matrix.append([None if v is None else float(v == "valid") for v in vs])
     present = [x for r in matrix for x in r if x is not None]
@@ -465,6 +474,6 @@ def pass_noise(rows: Sequence[dict[str, Any]], spec: BootstrapSpec = DEFAULT_BOO
         "n_trajectories": len(rows),
         "n_passes": n_pass,
         "n_unparseable": unparseable,
-        "n_early_stopped": sum(bool(r.get("early_stopped")) for r in rows),
+        "n_early_stopped": sum(j.early_stopped for j in judgments),
         "bootstrap": spec.to_dict() | {"method": "percentile, two-level (trajectories, passes)"},
     }

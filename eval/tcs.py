@@ -72,6 +72,7 @@ class TCSConfig:
 
 
 REQUIRED = ("context", "statement", "reference_proof")
+JUDGMENTS = "tcs_judgments.jsonl"  # its rows in out, named for the judge (not judgments.jsonl)
 
 
 def _check(d: dict[str, Any], rid: str, i: int) -> None:
@@ -227,7 +228,7 @@ def run(cfg: TCSConfig) -> dict[str, Any]:
         "parse_counts": dict(sorted(statuses.items())),
         "errors": [str(e) for e in errors],
     }
-    write_jsonl(out / "judgments.jsonl", rows)
+    write_jsonl(out / JUDGMENTS, rows)
     write_metrics(out, result)
     write_report(out, result, cfg)
     c = table["cross_model"]

@@ -107,3 +107,37 @@ def test_step_rule_is_a_judge_key():
     cfg = compose("judge", JudgeAppConfig, ["input=x.jsonl", "output=y.jsonl", "judge.step_rule=most_named"])
     assert cfg.judge.aggregation().step_rule == "most_named"
     assert compose("judge", JudgeAppConfig, ["input=x.jsonl", "output=y.jsonl"]).judge.aggregation().step_rule == "earliest"
+
+
+def _old_prover_score(n_accept: int, n_passes: int, policy: str) -> float:
+    """The prover reward's own arithmetic before it went through ``pass_score`` (the reference)."""
+    if policy == "mean":
+        return n_accept / max(1, n_passes)
+    return 1.0 if n_passes and n_accept == n_passes else 0.0
+
+
+@pytest.mark.parametrize("judge_kind,k,unp", [("pessimistic", None, "reject"), ("k_of_n", 2, "reject"),
+                                             ("majority", None, "ignore")])
+def test_prover_reward_scores_equal_the_old_arithmetic(judge_kind, k, unp):
+    """Hand-made pass patterns of a pool of members: the prover reward (``judgment_score`` through
+    ``pass_score``, members combined by ``pool_score``) equals its former arithmetic on the runner's counts,
+    under each score policy and pool rule, whatever aggregation the judge itself used."""
+    from types import SimpleNamespace as NS
+
+    from training.prover_reward import judgment_score
+    from verifier.pool import pool_score
+
+    patterns = ["aaaa", "aaar", "rrrr", "aaau", "uuuu", "a", "r", "aa", "ar", "", "aaaaaaar", "auau"]
+    judge = AggregationPolicy(judge_kind, n=4, k=k, unparseable=unp)
+    members = {p: NS(complete=True, passes=passes(p), aggregate=aggregate(passes(p), judge)) for p in patterns}
+    for pol in ("pessimistic", "mean"):
+        for p, j in members.items():
+            a = j.aggregate
+            assert judgment_score(j, pol) == _old_prover_score(a.n_accept, a.n_passes, pol), (p, pol)
+        for pool in itertools.combinations(patterns, 3):
+            new = [judgment_score(members[p], pol) for p in pool]
+            old = [_old_prover_score(members[p].aggregate.n_accept, members[p].aggregate.n_passes, pol) for p in pool]
+            for rule in ("all", "majority"):
+                assert pool_score(new, rule) == pool_score(old, rule), (pool, pol, rule)
+    assert judgment_score(NS(complete=False, passes=passes("aaaa")), "mean") is None
+    assert judgment_score(None, "pessimistic") is None

@@ -39,6 +39,24 @@ def bad(i: int, step: int, *grades: MetaGrade | None) -> Analysis:
     return Analysis(i, X, step, f"analysis {i}: step {step} is wrong", tuple(grades))
 
 
+# --- resume reads its judgments file through the one judgment record -----------------------------------------
+
+def test_resume_refuses_another_n_or_meta_verifier(tmp_path):
+    """``check_resume`` reads ``judgments.jsonl`` with ``Judgment.from_row``: a row of another n or another
+    meta-verifier stops the run, naming the record and the key."""
+    cfg = AutolabelConfig(n=2)
+    path = tmp_path / "judgments.jsonl"
+    passes = [{"index": i, "verdict": "valid", "text": "ok"} for i in range(2)]
+    write_jsonl(path, [{"id": "t0", "verdict": "valid", "n": 2, "passes": passes,
+                        "meta_verifier": autolabel.meta_name(cfg)}])
+    autolabel.check_resume(path, cfg)  # the same n and meta-verifier: resumed
+    with pytest.raises(InputError, match=r"field 'n': .* record 't0' judged with n=2, not n=4"):
+        autolabel.check_resume(path, AutolabelConfig(n=4))
+    write_jsonl(path, [{"id": "t1", "verdict": "valid", "n": 2, "passes": passes, "meta_verifier": "rule"}])
+    with pytest.raises(InputError, match=r"field 'meta': .* record 't1' graded by 'rule'"):
+        autolabel.check_resume(path, cfg)
+
+
 # --- the rule (pure) --------------------------------------------------------------------------------------------
 
 def test_k_not_reached_is_undecided():

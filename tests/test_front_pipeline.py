@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from data_pipeline.candidates import CandidatesConfig, CriticConfig, version_id
+from data_pipeline.candidates import CandidatesConfig, CriticConfig
 from data_pipeline.candidates import run as run_candidates
 from data_pipeline.curate import ClassifierConfig, CurateConfig
 from data_pipeline.curate import run as run_curate
+from verifier.identity import version_id
 from verifier.io import load_trajectories, read_jsonl, write_jsonl
 
 pytestmark = pytest.mark.vllm
@@ -86,7 +87,7 @@ def test_curate_candidates_selection_export(endpoint, tmp_path):
     for t in r1:  # provenance: parent in round 0, same problem, generator and sample; the critique that led here
         c = t.meta["candidate"]
         parent = ids[c["parent_id"]]
-        assert parent.id == version_id(t.problem_id, c["generator_index"], c["sample"], 0)
+        assert parent.id == version_id(t.problem_id, c["sample"], 0, generator=c["generator_index"])
         assert parent.generator == t.generator and c["critic"] == "self"
         assert c["critique"]["verdict"] == "invalid" and c["critique"]["model"] == t.generator
     for r in skipped:
@@ -175,9 +176,9 @@ def test_candidates_resume_after_kill_half_way(endpoint, tmp_path):
     assert s["missing"] == 0
     for p in PROBLEMS[:3]:  # every chain is complete: each version is revised or stopped, up to round 2
         for k in range(2):
-            assert version_id(p["id"], 0, k, 0) in ids
+            assert version_id(p["id"], k, 0) in ids
             for rnd in (1, 2):
-                vid, parent = version_id(p["id"], 0, k, rnd), version_id(p["id"], 0, k, rnd - 1)
+                vid, parent = version_id(p["id"], k, rnd), version_id(p["id"], k, rnd - 1)
                 if parent in ids:
                     assert (vid in ids) != (vid in skipped)
                 else:

@@ -18,11 +18,12 @@ import pytest
 
 from data_pipeline import augment, candidates
 from data_pipeline.augment import AugmentConfig, repair_fate, verification_fate
-from data_pipeline.candidates import CandidatesConfig, CriticConfig, revision_fate, version_fate, version_id
+from data_pipeline.candidates import CandidatesConfig, CriticConfig, revision_fate, version_fate
 from data_pipeline.synthetic import generate_synthetic
 from verifier.engine import Completion, EndpointConfig, GenerationRequest, SamplingConfig
 from verifier.formats import ProofProblem
 from verifier.generation import GenerationConfig, GenTask, Outcome, generate, outcome_counts, tasks_for
+from verifier.identity import VersionId, parse_version_id, repair_id, version_id
 from verifier.io import read_jsonl, write_jsonl
 from verifier.judging import JudgeConfig
 
@@ -103,7 +104,7 @@ def _kill_command(module: str, cfg, delay: float, files: list[Path], lines: int,
 def test_each_task_once_failed_requests_retried(tmp_path):
     out = tmp_path / "proofs.jsonl"
     tasks = tasks_for(_problems(), samples=3)
-    eng = FakeEngine(fail={"p1/g0", "p2/g2"})
+    eng = FakeEngine(fail={"p1-g0-s0-r0", "p2-g0-s2-r0"})
     s = generate(tasks, eng, GenerationConfig(chunk_size=5), out, progress=False)
     assert (s["tasks"], s["already_done"], s["generated"], s["failed"], s["truncated"]) == (12, 0, 10, 2, 0)
     first = {r["id"]: r for r in read_jsonl(out)}
@@ -171,6 +172,26 @@ def test_condition_outcome_and_rejects_hooks(tmp_path):
         generate(tasks, FakeEngine(), GenerationConfig(), tmp_path / "x.jsonl", outcome=outcome, progress=False)
 
 
+# --- the one proof-version id ---------------------------------------------------------------------
+
+def test_version_id_build_and_parse():
+    """One format (the candidates'): round 0 keeps its ``-r0``; problem ids with dashes and slashes parse back;
+    every command's tasks are named by it (ProverBench, refine, candidates with their generator index)."""
+    assert version_id("PB-Basic-001", 0) == "PB-Basic-001-g0-s0-r0"
+    assert version_id("p1", 2, 1, generator=3) == "p1-g3-s2-r1"
+    for pid in ("p1", "PB-Basic-001", "a-g1-s2-r3", "x/y", "prob-0123abcd"):
+        for g, s, r in ((0, 0, 0), (1, 7, 2), (12, 3, 10)):
+            vid = version_id(pid, s, r, generator=g)
+            assert parse_version_id(vid) == VersionId(pid, g, s, r)
+    assert GenTask(ProofProblem("q", "Q"), 2, 1).id == "q-g0-s2-r1"
+    assert GenTask(ProofProblem("q", "Q"), 2, 1, generator=4).id == "q-g4-s2-r1"
+    assert GenTask(ProofProblem("q", "Q"), 2, key="k").id == "k"
+    for other in ("t1", "q/g0", "q/g0/r1", "q-g0-s0", repair_id("q-g0-s0-r0", 0), "q-gx-s0-r0"):
+        assert parse_version_id(other) is None, other
+    with pytest.raises(ValueError, match="sample"):
+        version_id("q", -1)
+
+
 # --- keep/skip decisions (pure) -----------------------------------------------------------------------
 
 def test_candidate_decisions():
@@ -229,9 +250,9 @@ def test_candidates_on_the_runner_killed_half_way(tmp_path, monkeypatch):
     for p in _problems(3):  # every chain complete: each version revised or stopped, up to round 2
         for g in range(2):
             for k in range(2):
-                assert version_id(p.id, g, k, 0) in by_id
+                assert version_id(p.id, k, 0, generator=g) in by_id
                 for rnd in (1, 2):
-                    vid, parent = version_id(p.id, g, k, rnd), version_id(p.id, g, k, rnd - 1)
+                    vid, parent = version_id(p.id, k, rnd, generator=g), version_id(p.id, k, rnd - 1, generator=g)
                     assert ((vid in by_id) != (vid in skipped)) if parent in by_id else vid not in skipped
                     if vid in by_id:
                         c = by_id[vid]["meta"]["candidate"]

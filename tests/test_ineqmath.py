@@ -95,7 +95,7 @@ def test_end_to_end_structured_outputs(endpoint, tmp_path):
     cfg = compose("ineqmath", IneqMathConfig, over)
     cfg.endpoint = endpoint
     res = run(cfg)
-    rows = read_jsonl(tmp_path / "judgments.jsonl")
+    rows = read_jsonl(tmp_path / "ineqmath_judgments.jsonl")
     assert len(rows) == 9 and res["n_skipped"] == 0
     by_id = {r["id"]: r for r in rows}
     # the symbolic path decides what it can; the LLM only where symbolic parsing failed

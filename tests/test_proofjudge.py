@@ -67,7 +67,7 @@ def test_end_to_end_rubric_replicates(endpoint, tmp_path):
         "{name: structural_clarity, description: structure, weight: 1}]"])
     cfg.endpoint = endpoint
     res = run(cfg)
-    rows = list(read_jsonl(tmp_path / "out" / "judgments.jsonl"))
+    rows = list(read_jsonl(tmp_path / "out" / "proofjudge_judgments.jsonl"))
     assert len(rows) == 6 and res["parse_counts"] == {"ok": 36}
     acc, rej = [], []
     for r in rows:

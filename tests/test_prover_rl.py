@@ -259,3 +259,35 @@ def test_prover_reasoning_formats_and_the_gold_reward():
     assert out == [1.0, 0.0, 1.0] and unfinished == 1 and len(prompts) == 2 and "DRAFT" not in str(prompts)
     with pytest.raises(ValueError, match="prover.reasoning_format"):
         ProverRLConfig(reasoning_format="harmony").validate()
+
+
+def test_gold_table_reads_the_judgments_files_through_judgment(tmp_path):
+    """``gold_table`` reads ProverBench's files (``proofs.jsonl``, each member's judgments) as judgment records:
+    round 0 and the latest version of each (problem, sample); accepted = every member accepts (rule ``all``)."""
+    from training.prover_reward import gold_table
+    from verifier.aggregate import AggregationPolicy, aggregate
+    from verifier.identity import version_id
+    from verifier.io import write_jsonl
+    from verifier.judgment import Judgment
+    from verifier.parser import format_verification, parse_verification
+    from verifier.records import ProofTrajectory
+
+    probs = synthetic_problems(2, seed=3)
+    ok, bad = (parse_verification(format_verification(v, s, "r")) for v, s in (("valid", -1), ("invalid", 0)))
+    wrong = ["Step 0: 1 + 1 = 3"]
+    versions = [(probs[0], 0, gold_proof(probs[0].problem), [ok, ok], [ok]),  # true, accepted by both
+                (probs[1], 0, wrong, [bad], [ok]),  # false, rejected by member 0: revised
+                (probs[1], 1, wrong, [ok], [ok])]  # its revision: false but accepted (hacked)
+    trajs, rows = [], [[], []]
+    for p, r, steps, *member_passes in versions:
+        t = ProofTrajectory(version_id(p.id, 0, r), p.id, p.problem, tuple(steps), meta={"round": r, "proof_index": 0})
+        trajs.append(t.to_dict())
+        for k, ps in enumerate(member_passes):
+            rows[k].append(Judgment(t.id, aggregate(ps, AggregationPolicy(n=len(ps))), ps, n=len(ps)).to_row())
+    write_jsonl(tmp_path / "proofs.jsonl", trajs)
+    write_jsonl(tmp_path / "judgments.jsonl", rows[0])
+    write_jsonl(tmp_path / "judgments.pool1.jsonl", rows[1])
+    g = gold_table(tmp_path, 2, "all")
+    assert (g["round0"]["n"], g["round0"]["true_acc"], g["round0"]["accept"], g["round0"]["hacked"]) == (2, 0.5, 0.5, 0)
+    assert (g["refined"]["n"], g["refined"]["accept"], g["refined"]["hacked"]) == (2, 1.0, 1)
+    assert g["refined"]["per_proof"] == {f"{probs[0].id}/0": [1, 1], f"{probs[1].id}/0": [0, 1]}

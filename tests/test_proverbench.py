@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from verifier.formats import load_proofbench_problems
-from verifier.identity import problem_id_of
+from verifier.identity import parse_version_id, problem_id_of
 from eval.proverbench import ProverBenchConfig, run
 from verifier.config import compose
 from verifier.io import load_trajectories, read_jsonl, write_jsonl
@@ -77,7 +77,7 @@ def test_proverbench_end_to_end_on_imo_proofbench(endpoint, csv, tmp_path, monke
     out = tmp_path / "run"
     doc = run(_cfg(endpoint, csv, out, "limit=3", "proofs_per_problem=2"))
     proofs = load_trajectories(out / "proofs.jsonl").records
-    assert [t.id for t in proofs] == [f"PB-Basic-00{i}/g{j}" for i in (1, 2, 3) for j in (0, 1)]
+    assert [t.id for t in proofs] == [f"PB-Basic-00{i}-g0-s{j}-r0" for i in (1, 2, 3) for j in (0, 1)]
     assert all(t.generator == endpoint.model and t.split and t.subject for t in proofs)
     assert all(t.reference_solution for t in proofs)  # IMO-ProofBench carries reference solutions
     rows = read_jsonl(out / "judgments.jsonl")
@@ -154,7 +154,7 @@ def test_proverbench_resumes_after_kill(endpoint, csv, tmp_path):
     assert doc["run"]["proofs_already_done"] == 4 and doc["run"]["generated"] == 0
     assert doc["run"]["judgments_already_done"] >= n_judged
     rows = read_jsonl(judgments)
-    assert sorted(r["id"] for r in rows) == [f"PB-Basic-00{i}/g0" for i in (1, 2, 3, 4)]
+    assert sorted(r["id"] for r in rows) == [f"PB-Basic-00{i}-g0-s0-r0" for i in (1, 2, 3, 4)]
     clean = run(_cfg(endpoint, csv, tmp_path / "clean", "limit=4", "wandb.enabled=false"))
     # same seeds -> same proofs and the same verdicts
     assert [t.proof_steps for t in load_trajectories(out / "proofs.jsonl").records] == \
@@ -198,7 +198,7 @@ class ThinkingProver:
 
         out = []
         for r in requests:
-            i = int(r.key.split("/")[0][1:])
+            i = int(parse_version_id(r.key).problem_id[1:])
             proof = f"Step 0: {i} + {i} = {2 * i}\nStep 1: So {2 * i} is even."
             out.append([[Completion(f"<think>\nStep 0: DRAFT {i} + {i} = {2 * i + 1}?</think>\n{proof}", "stop"),
                          Completion(f"<think>\nStep 0: DRAFT {i} + {i}, hmm", "length"),
@@ -235,16 +235,16 @@ def test_proverbench_judges_the_proof_after_the_thinking(verifier, request, tmp_
     monkeypatch.setattr(pb, "verifier_engine", recording)
     doc = run(cfg, generator_engine=ThinkingProver())
     proofs = {t.id: t for t in load_trajectories(out / "proofs.jsonl").records}
-    assert proofs["q0/g0"].proof_steps == ("0 + 0 = 0", "So 0 is even.")  # the thinking is gone
-    assert proofs["q2/g0"].proof_steps == ("2 + 2 = 4", "So 4 is even.")  # no thinking: as written
-    assert proofs["q1/g0"].proof_steps == ("",) and proofs["q1/g0"].meta["generation_status"] == "unfinished_thinking"
-    assert not any(i.startswith("q1/g0/") for i in proofs)  # never revised: no critique exists
+    assert proofs["q0-g0-s0-r0"].proof_steps == ("0 + 0 = 0", "So 0 is even.")  # the thinking is gone
+    assert proofs["q2-g0-s0-r0"].proof_steps == ("2 + 2 = 4", "So 4 is even.")  # no thinking: as written
+    assert proofs["q1-g0-s0-r0"].proof_steps == ("",) and proofs["q1-g0-s0-r0"].meta["generation_status"] == "unfinished_thinking"
+    assert not any(i.startswith("q1-g0-s0-") and i != "q1-g0-s0-r0" for i in proofs)  # never revised: no critique exists
     prompts = {k: p for rec in recorders for k, p in rec.prompts.items()}
     assert prompts and not any(k.startswith("q1/") for k in prompts)  # never sent to a verifier
     assert not any("DRAFT" in p or "think>" in p for p in prompts.values())
     assert all("Step 0: 0 + 0 = 0\nStep 1: So 0 is even." in p for k, p in prompts.items() if k.startswith("q0/"))
     for name in ("judgments.jsonl", "judgments.pool1.jsonl"):
-        assert "q1/g0" not in {r["id"] for r in read_jsonl(out / name)}
+        assert "q1-g0-s0-r0" not in {r["id"] for r in read_jsonl(out / name)}
     c = doc["counts"]
     assert c["proofs"] == 3 and c["unfinished_thinking"] == 1 and c["not_scored"] == 0
     assert c["generation_status"] == {"ok": 2, "unfinished_thinking": 1} and sum(c["judge_status"].values()) == 2

@@ -19,6 +19,7 @@ import pytest
 
 from eval.proverbench import ProverBenchConfig, accepted_by_round, run
 from verifier.config import compose
+from verifier.identity import parse_version_id, version_id
 from verifier.io import read_jsonl, write_jsonl
 from verifier.judging import synthetic_verdict_regex
 from verifier.pool import needed, pool_accepts, pool_score
@@ -53,7 +54,8 @@ def _args(endpoint, problems: Path, out: Path, *extra: str) -> list[str]:
 def _chains(rows: list[dict]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for r in rows:
-        key = "/".join(r["id"].split("/")[:2])
+        v = parse_version_id(r["id"])
+        key = f"{v.problem_id}/{v.sample}"
         out.setdefault(key, []).append(r["id"])
     return out
 
@@ -73,7 +75,7 @@ def test_refine_resumes_after_kill_each_version_once(endpoint, tmp_path):
     proofs, judgments = out / "proofs.jsonl", out / "judgments.jsonl"
     t0 = time.time()
     while time.time() - t0 < 240:  # kill as soon as a round-1 revision is on disk (its judging not yet done)
-        if proofs.exists() and "/r1" in proofs.read_text():
+        if proofs.exists() and "-r1\"" in proofs.read_text():
             break
         if proc.poll() is not None:
             pytest.fail(f"finished before it could be killed: {proc.stdout.read()}")
@@ -81,7 +83,7 @@ def test_refine_resumes_after_kill_each_version_once(endpoint, tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     judged_before = {r["id"] for r in read_jsonl(judgments)}
-    assert not any("/r2" in i for i in judged_before)  # killed mid-run, not after it
+    assert not any(i.endswith("-r2") for i in judged_before)  # killed mid-run, not after it
     p = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400, check=False)
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.strip().splitlines()[-1].startswith("wrote ")
@@ -92,8 +94,9 @@ def test_refine_resumes_after_kill_each_version_once(endpoint, tmp_path):
     assert sorted(r["id"] for r in judged) == sorted(gen_ids)  # ... and judged once
     verdict = {r["id"]: r["verdict"] for r in judged}
     for key, ids in _chains(judged).items():  # a version is revised exactly when it was rejected
-        ids = sorted(ids, key=lambda i: 0 if i == key else int(i.rsplit("/r", 1)[1]))
-        assert ids == [key] + [f"{key}/r{r}" for r in range(1, len(ids))]
+        ids = sorted(ids, key=lambda i: parse_version_id(i).round)
+        v = parse_version_id(ids[0])
+        assert ids == [version_id(v.problem_id, v.sample, r) for r in range(len(ids))]
         assert all(verdict[i] == "invalid" for i in ids[:-1])
         assert verdict[ids[-1]] == "valid" or len(ids) == 3
     rows = {r["id"]: r for r in read_jsonl(proofs)}
@@ -128,8 +131,10 @@ def test_refine_resumes_after_kill_each_version_once(endpoint, tmp_path):
 
 
 def test_accepted_by_round_counts_the_latest_judged_version():
-    chain = {("p", 0): ["p/g0", "p/g0/r1", "p/g0/r2"], ("q", 0): ["q/g0"], ("s", 0): ["s/g0", "s/g0/r1"]}
-    d = {"p/g0": False, "p/g0/r1": False, "p/g0/r2": True, "q/g0": False, "s/g0": False, "s/g0/r1": None}
+    chain = {("p", 0): ["p-g0-s0-r0", "p-g0-s0-r1", "p-g0-s0-r2"], ("q", 0): ["q-g0-s0-r0"],
+             ("s", 0): ["s-g0-s0-r0", "s-g0-s0-r1"]}
+    d = {"p-g0-s0-r0": False, "p-g0-s0-r1": False, "p-g0-s0-r2": True, "q-g0-s0-r0": False, "s-g0-s0-r0": False,
+         "s-g0-s0-r1": None}
     assert accepted_by_round(chain, d, 0) == {("p", 0): False, ("q", 0): False, ("s", 0): False}
     assert accepted_by_round(chain, d, 1) == {("p", 0): False, ("q", 0): False, ("s", 0): None}
     assert accepted_by_round(chain, d, 2)[("p", 0)] is True

@@ -78,7 +78,7 @@ def test_end_to_end_two_generators(endpoint, tmp_path):
         "critic.structured=true", "critic.max_tokens=64", "threshold=4"])
     cfg.endpoint = endpoint
     res = run(cfg)
-    rows = list(read_jsonl(tmp_path / "out" / "judgments.jsonl"))
+    rows = list(read_jsonl(tmp_path / "out" / "tcs_judgments.jsonl"))
     assert res["n_generated"] == {"a": 3, "b": 3} and len(rows) == 6
     assert res["gold_from_human"] == {"a": 3, "b": 3}
     for r in rows[:3]:  # unstructured random-weight votes: unparseable -> rejected by 3-of-4

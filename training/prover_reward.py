@@ -57,6 +57,7 @@ from eval.proverbench import ProverBenchConfig, RefineConfig, decide, judgments_
 from eval.proverbench import run as proverbench
 from training.rewards import JudgeFailureError, _all_ranks_sum, _log, _log_extra, _world_size, completion_text
 from verifier.engine import EndpointConfig, OpenAIEngine, message_reasoning
+from verifier.aggregate import pass_score
 from verifier.errors import InputError, UserError
 from verifier.formats import ProofProblem, load_proofbench_problems
 from verifier.generation import UNFINISHED_THINKING, GenerationConfig, proof_steps_of, unfinished_thinking
@@ -68,7 +69,7 @@ from verifier.parser import REASONING_FORMATS
 from verifier.pool import PoolConfig, pool_accepts, pool_score
 from verifier.records import ProofTrajectory, Verdict
 from verifier.results import WandbConfig
-from verifier.runner import ajudge, read_rows
+from verifier.runner import ajudge, read_judgments
 from verifier.templates import as_messages, render
 
 log = logging.getLogger(__name__)
@@ -320,21 +321,20 @@ def master_key_batch(completions: Sequence[Any], kwargs: dict[str, Any], keys: S
 
 
 def judgment_score(j: Any, policy: str) -> float | None:
-    """A judged proof's score: pessimistic 1/0 over all passes, or the accepting fraction; None if a call failed.
+    """A judged proof's score (``verifier.aggregate.pass_score`` of its passes: pessimistic 1/0 over all passes, or
+    the accepting fraction); None if a call failed.
 
     >>> from types import SimpleNamespace as NS
-    >>> a = NS(n_accept=3, n_passes=4)
-    >>> judgment_score(NS(complete=True, aggregate=a), "pessimistic"), judgment_score(NS(complete=True, aggregate=a), "mean")
+    >>> from verifier.parser import parse_verification as p, format_verification as f
+    >>> ps = [p(f("valid", -1, ""))] * 3 + [p(f("invalid", 0, ""))]
+    >>> judgment_score(NS(complete=True, passes=ps), "pessimistic"), judgment_score(NS(complete=True, passes=ps), "mean")
     (0.0, 0.75)
-    >>> judgment_score(NS(complete=False, aggregate=a), "mean") is None
+    >>> judgment_score(NS(complete=False, passes=ps), "mean") is None
     True
     """
     if j is None or not j.complete:
         return None
-    a = j.aggregate
-    if policy == "mean":
-        return a.n_accept / max(1, a.n_passes)
-    return 1.0 if a.n_passes and a.n_accept == a.n_passes else 0.0
+    return pass_score(j.passes, policy)
 
 
 class _StepLog:
@@ -585,7 +585,7 @@ def gold_table(out: Any, n_members: int, rule: str) -> dict[str, Any]:
     """True correctness and hacking of a ProverBench run on synthetic problems (read from its files): for the
     round-0 proofs and for the latest version of each (problem, sample) after the refine rounds."""
     out = Path(out)
-    rows = [read_rows(judgments_path(out, k)) for k in range(n_members)]
+    rows = [read_judgments(judgments_path(out, k)) for k in range(n_members)]
     latest: dict[tuple[str, int], ProofTrajectory] = {}
     first: dict[tuple[str, int], ProofTrajectory] = {}
     for t in load_trajectories(out / "proofs.jsonl").records:

@@ -8,6 +8,9 @@ fraction is the score for AUC. A rejection reports one first error step: the ear
 step a rejecting pass names (``step_rule="earliest"``, the default) or the step most
 rejecting passes name (``"most_named"``, ties to the earliest of them;
 with 8 passes one pass naming a wrong earlier step decides the earliest).
+
+A proof's score in [0, 1] (the prover reward) is ``pass_score``: ``pessimistic`` (1 when the pessimistic
+policy accepts all the passes, else 0) or ``mean`` (the accept fraction, an unparseable pass not accepting).
 """
 
 from __future__ import annotations
@@ -139,3 +142,26 @@ def decided(passes: Sequence[VerificationOutput], policy: AggregationPolicy) -> 
     acc, rej, _ = _counts(passes, policy)
     need = policy.needed_accepts
     return acc >= need or rej > policy.n - need
+
+
+SCORE_KINDS = ("pessimistic", "mean")
+
+
+def pass_score(passes: Sequence[VerificationOutput], kind: str = "pessimistic") -> float:
+    """A proof's score from its passes (the prover reward): ``pessimistic``: 1.0 when ``aggregate`` under the
+    pessimistic policy accepts (every pass accepts), else 0.0; ``mean``: its accept fraction, an unparseable pass
+    counting as not accepting. No pass scores 0.0.
+
+    >>> from verifier.parser import parse_verification as p, format_verification as f
+    >>> ok, bad, junk = p(f("valid", -1, "")), p(f("invalid", 3, "")), p("garbage")
+    >>> pass_score([ok, ok, bad, ok]), pass_score([ok, ok, bad, ok], "mean"), pass_score([ok, junk], "mean")
+    (0.0, 0.75, 0.5)
+    >>> pass_score([ok, ok]), pass_score([], "mean")
+    (1.0, 0.0)
+    """
+    if kind not in SCORE_KINDS:
+        raise InputError(f"score policy: expected one of {', '.join(SCORE_KINDS)}, got {kind!r}")
+    agg = aggregate(passes, AggregationPolicy("pessimistic", n=max(1, len(passes))))
+    if kind == "mean":
+        return float(agg.accept_fraction or 0.0)
+    return 1.0 if agg.accepts else 0.0

@@ -7,8 +7,8 @@ judging what it wrote is ``verifier.runner``'s job::
     from verifier.generation import GenerationConfig, generate, tasks_for
     summary = generate(tasks_for(problems, samples=4), engine, GenerationConfig(max_tokens=4096), "proofs.jsonl")
 
-* A task is one (problem, sample, round); its version id is ``version_id(problem_id, sample, round)``
-  (``P/g0`` for round 0, ``P/g0/r2`` for the second revision). Sample ``j`` of round ``r`` has the seed
+* A task is one (problem, sample, round); its version id is ``verifier.identity.version_id(problem_id,
+  sample, round)`` (``P-g0-s0-r0`` for round 0, ``P-g0-s0-r2`` for the second revision). Sample ``j`` of round ``r`` has the seed
   ``base_seed(version_id, run_seed)``: the same proof whatever the chunking or the resume point.
 * ``condition`` (refinement, DeepSeekMath-V2 style generate -> verify -> refine): the earlier version and a
   critique of it (the rationale of a rejecting verification pass); the prompt is the ``refine_template``
@@ -55,9 +55,11 @@ from tqdm.auto import tqdm
 from verifier.budget import check_budget
 from verifier.config import Sampling
 from verifier.engine import Completion, Engine, GenerationRequest, base_seed
+from verifier.identity import version_id
 from verifier.io import JsonlAppender, iter_jsonl, truncate_partial_last_line
 from verifier.parser import parse_verification, without_reasoning
-from verifier.records import NO_STEP, ProofTrajectory
+from verifier.judgment import Judgment
+from verifier.records import NO_STEP, ProofTrajectory, Verdict
 from verifier.templates import as_messages, render, split_proof_steps
 
 
@@ -87,20 +89,21 @@ class Condition:
 
 @dataclass(frozen=True)
 class GenTask:
-    """One proof to write: sample ``sample`` of ``problem`` in refine round ``round``."""
+    """One proof to write: sample ``sample`` of ``problem`` in refine round ``round`` (by prover ``generator``)."""
 
     problem: Any  # verifier.formats.ProofProblem (id, problem, reference_solution, split, subject, source)
     sample: int = 0
     round: int = 0
     condition: Condition | None = None
-    key: str = ""  # the task's id where a command names its versions itself (default: version_id)
+    key: str = ""  # the task's id where a command names its tasks itself (a repair; default: version_id)
     model: str | None = None  # the served model of its request (e.g. a LoRA adapter); None: the engine's
     meta: Any = field(default=None, compare=False)  # the command's own data (a parent, a critique) for its outcome
+    generator: int = 0  # the prover's index where several write versions of one problem (candidates)
 
     @property
     def id(self) -> str:
-        """The id of the task and of its row (the seed is drawn from it too)."""
-        return self.key or version_id(self.problem.id, self.sample, self.round)
+        """The id of the task and of its row (the seed is drawn from it too): ``verifier.identity.version_id``."""
+        return self.key or version_id(self.problem.id, self.sample, self.round, self.generator)
 
 
 @dataclass(frozen=True)
@@ -117,15 +120,6 @@ class Outcome:
 RUN_KEYS = ("tasks", "already_done", "seconds")  # the summary's keys that are not outcome counts
 DEFAULT_COUNTS = ("generated", "failed", "truncated", "too_long", "unfinished_thinking")  # proof_outcome's, always
 UNFINISHED_THINKING = "unfinished_thinking"  # a proof's status when the prover's thinking never ended: never judged
-
-
-def version_id(problem_id: str, sample: int, round: int = 0) -> str:
-    """Trajectory id of a generated proof version.
-
-    >>> version_id("PB-Basic-001", 0), version_id("PB-Basic-001", 1, 2)
-    ('PB-Basic-001/g0', 'PB-Basic-001/g1/r2')
-    """
-    return f"{problem_id}/g{sample}" + (f"/r{round}" if round else "")
 
 
 def tasks_for(problems: Sequence[Any], samples: int = 1) -> list[GenTask]:
@@ -189,7 +183,7 @@ def proof_outcome(task: GenTask, c: Completion, model: str, history: Sequence[di
     >>> t = GenTask(ProofProblem("p", "P"))
     >>> o = proof_outcome(t, Completion("Step 0: x", "length"), "m")
     >>> o.row["id"], o.row["meta"]["generation_status"], dict(o.counts)
-    ('p/g0', 'truncated', {'generated': 1, 'truncated': 1, 'too_long': 0, 'unfinished_thinking': 0})
+    ('p-g0-s0-r0', 'truncated', {'generated': 1, 'truncated': 1, 'too_long': 0, 'unfinished_thinking': 0})
     >>> o = proof_outcome(t, Completion("<think>Step 0: x", "length"), "m")
     >>> o.row["proof_steps"], o.row["meta"]["generation_status"], o.counts["unfinished_thinking"]
     ([''], 'unfinished_thinking', 1)
@@ -225,29 +219,29 @@ def to_trajectory(task: GenTask, steps: Sequence[str], model: str, status: str, 
         split=getattr(p, "split", ""), source=getattr(p, "source", ""), generator=model, meta=meta)
 
 
-def refine_condition(traj: ProofTrajectory, row: dict[str, Any] | None) -> Condition | None:
-    """Revise this judged version? None when it was accepted or is not judged; else the condition: the
-    rationale of the first rejecting pass (a pass with a rationale when none rejects, e.g. all unparseable).
+def refine_condition(traj: ProofTrajectory, j: Judgment | None) -> Condition | None:
+    """Revise this judged version (``j``: its judgment record)? None when it was accepted or is not judged;
+    else the condition: the rationale of the first rejecting pass (a pass with a rationale when none rejects,
+    e.g. all unparseable).
 
-    >>> t = ProofTrajectory("p/g0", "p", "P", ("a", "b"))
-    >>> refine_condition(t, {"verdict": "valid", "passes": []}) is None
+    >>> t = ProofTrajectory("p-g0-s0-r0", "p", "P", ("a", "b"))
+    >>> refine_condition(t, Judgment.from_row({"id": "p-g0-s0-r0", "verdict": "valid", "passes": []})) is None
     True
-    >>> c = refine_condition(t, {"verdict": "invalid", "first_error_step": 1, "passes": [
-    ...     {"verdict": "valid", "text": "fine"}, {"verdict": "invalid", "first_error_step": 1, "text": "step 1 is wrong"}]})
+    >>> c = refine_condition(t, Judgment.from_row({"id": "p-g0-s0-r0", "verdict": "invalid", "first_error_step": 1,
+    ...     "passes": [{"verdict": "valid", "text": "fine"},
+    ...                {"verdict": "invalid", "first_error_step": 1, "text": "step 1 is wrong"}]}))
     >>> c.parent_id, c.first_error_step, c.critique
-    ('p/g0', 1, 'step 1 is wrong')
+    ('p-g0-s0-r0', 1, 'step 1 is wrong')
     """
-    if row is None or row.get("verdict") == "valid":
+    if j is None or j.verdict is Verdict.VALID:
         return None
-    passes = row.get("passes") or []
-    rejecting = [p for p in passes if p.get("verdict") == "invalid"]
-    chosen = (rejecting or [p for p in passes if (p.get("text") or "").strip()] or [None])[0]
-    critique, step = "", int(row.get("first_error_step", NO_STEP) if row.get("first_error_step") is not None
-                             else NO_STEP)
+    rejecting = [p for p in j.passes if p.verdict is Verdict.INVALID]
+    chosen = (rejecting or [p for p in j.passes if p.raw_text.strip()] or [None])[0]
+    critique, step = "", j.first_error_step
     if chosen is not None:
-        critique = _rationale(chosen.get("text") or "")
-        if chosen.get("verdict") == "invalid" and chosen.get("first_error_step") is not None:
-            step = int(chosen["first_error_step"])
+        critique = _rationale(chosen.raw_text)
+        if chosen.verdict is Verdict.INVALID:
+            step = chosen.first_error_step
     return Condition(traj.id, tuple(traj.proof_steps), critique, "invalid", step)
 
 
@@ -257,11 +251,12 @@ def _rationale(text: str) -> str:
     return (out.rationale or text).strip()
 
 
-def history_entry(traj: ProofTrajectory, row: dict[str, Any] | None, condition: Condition | None) -> dict[str, Any]:
-    """One earlier version for a proof's history (browser): its steps, verdict and the critique sent back."""
+def history_entry(traj: ProofTrajectory, j: Judgment | None, condition: Condition | None) -> dict[str, Any]:
+    """One earlier version for a proof's history (browser): its steps, verdict (``j``: its judgment record) and
+    the critique sent back."""
     return {"id": traj.id, "round": int(traj.meta.get("round", 0)), "proof_steps": list(traj.proof_steps),
-            "verdict": None if row is None else row.get("verdict"),
-            "accept_fraction": None if row is None else row.get("accept_fraction"),
+            "verdict": None if j is None or j.verdict is None else j.verdict.value,
+            "accept_fraction": None if j is None else j.accept_fraction,
             "critique": None if condition is None else condition.critique,
             "first_error_step": None if condition is None else condition.first_error_step}
 

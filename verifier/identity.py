@@ -1,4 +1,4 @@
-"""Problem identity: the one text normalisation, the one problem id, the one leak check.
+"""Problem identity: the one text normalisation, the one problem id, the one proof-version id, the one leak check.
 
 Two records are about the same problem when they share a ``problem_id`` or when their problem
 texts are equal after ``normalize_text`` (Unicode NFKC, whitespace collapsed). Every id derived
@@ -6,6 +6,10 @@ from a text is ``problem_id_of(text)``; every check that a training set does not
 problem is ``ProblemIndex`` (``assert_disjoint`` raises, ``ProblemIndex.shared`` filters).
 Duplicate detection (``data_pipeline.curate``) folds the same normalisation further
 (``normalize_text(text, fold=True)``: case, LaTeX spacing, punctuation).
+
+A proof written by a prover is one version of one (problem, generator, sample): ``version_id`` builds its
+id, ``parse_version_id`` reads it back (generation, ProverBench and its refine rounds, candidates and their
+revision rounds). A repair of a proof is ``repair_id(parent, attempt)``.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import hashlib
 import re
 import unicodedata
 from collections.abc import Iterable
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from verifier.errors import InputError
 
@@ -65,6 +69,62 @@ def problem_id_of(problem: str, prefix: str | None = None) -> str:
     if prefix is None:
         return "prob-" + hashlib.sha256(norm).hexdigest()[:16]
     return f"{prefix}-" + hashlib.sha1(norm).hexdigest()[:12]
+
+
+class VersionId(NamedTuple):
+    """The parts of a proof-version id (``parse_version_id``)."""
+
+    problem_id: str
+    generator: int
+    sample: int
+    round: int
+
+
+_VERSION_ID = re.compile(r"^(?P<problem_id>.+)-g(?P<generator>\d+)-s(?P<sample>\d+)-r(?P<round>\d+)$")
+
+
+def version_id(problem_id: str, sample: int = 0, round: int = 0, generator: int = 0) -> str:
+    """The id of one proof version: ``<problem>-g<generator>-s<sample>-r<round>`` (round 0: the first proof,
+    round r: its r-th revision; ``generator``: the index of the prover, 0 where there is one). This is the
+    format of the candidate proofs (``data_pipeline.candidates``), the one most persisted files carry
+    (candidates, selection, annotation tasks and exports, the annotated trajectories and datasets built on
+    them); ProverBench and the refine loop name their versions the same way. The task's seed is drawn from it
+    (``verifier.engine.base_seed``).
+
+    >>> version_id("PB-Basic-001", 0), version_id("PB-Basic-001", 1, 2), version_id("p1", 2, 1, generator=3)
+    ('PB-Basic-001-g0-s0-r0', 'PB-Basic-001-g0-s1-r2', 'p1-g3-s2-r1')
+    """
+    for name, v in (("sample", sample), ("round", round), ("generator", generator)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"version_id: {name} must be an integer >= 0, got {v!r}")
+    return f"{problem_id}-g{generator}-s{sample}-r{round}"
+
+
+def parse_version_id(vid: str) -> VersionId | None:
+    """The parts of a ``version_id`` (problem id, generator, sample, round), or None for an id of another
+    form (an imported or annotated record, a repair).
+
+    >>> parse_version_id("PB-Basic-001-g0-s1-r2")
+    VersionId(problem_id='PB-Basic-001', generator=0, sample=1, round=2)
+    >>> all(parse_version_id(version_id(p, s, r, g)) == (p, g, s, r) for p in ("a-g1-s2-r3", "x/y") for s, r, g in
+    ...     ((0, 0, 0), (3, 1, 2)))
+    True
+    >>> parse_version_id("t1") is None, parse_version_id("p-g0-s0-r0-repair1") is None
+    (True, True)
+    """
+    m = _VERSION_ID.match(vid)
+    if m is None:
+        return None
+    return VersionId(m["problem_id"], int(m["generator"]), int(m["sample"]), int(m["round"]))
+
+
+def repair_id(parent_id: str, attempt: int) -> str:
+    """The id of a repair of proof ``parent_id`` (``data_pipeline.augment``; attempt 0, 1, ...).
+
+    >>> repair_id("p1-g0-s0-r0", 1)
+    'p1-g0-s0-r0-repair1'
+    """
+    return f"{parent_id}-repair{attempt}"
 
 
 class ProblemIndex:

@@ -245,6 +245,11 @@ def read_rows(path: str | os.PathLike) -> dict[str, Row]:
     return rows
 
 
+def read_judgments(path: str | os.PathLike) -> dict[str, Judgment]:
+    """The judgment records of a runner output by id (``read_rows``, each row read by ``Judgment.from_row``)."""
+    return {i: Judgment.from_row(r) for i, r in read_rows(path).items()}
+
+
 def done_ids(path: str | os.PathLike) -> set[str]:
     """Ids already written to a resumable output (a half-written last line is ignored)."""
     return set(read_rows(path))
