@@ -233,3 +233,25 @@ def test_bench_last_line_has_the_contract_keys_in_order(capsys):
     assert [kv.split("=")[0] for kv in line.split()] == list(LAST_LINE_KEYS)
     assert line == ("rounds=2 true_acc_r0=0.1000 true_acc_final=0.2500 true_gain_ci_low=0.0200 gold_true_acc=0.4000 "
                     "hacking_r0=0.3000 hacking_final=0.1000 exploit_rate_final=0.0500 autolabel_true_acc_final=0.1100")
+
+
+# ------------------------------------------------------------------ the user's command, with real vLLM servers
+@pytest.mark.slow
+def test_the_loop_command_runs_a_round_through_real_vllm_servers(tmp_path):
+    """``python -m training.loop`` as a user types it: every model served by vLLM (``verifier.serve``; no stand-in),
+    round 0 and one round with the simulated expert, each round's held-out file, the report."""
+    out = tmp_path / "loop"
+    args = [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in TINY.items() if k != "progress"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    r = subprocess.run([sys.executable, "-m", "training.loop", f"out={out}", "rounds=1", "wandb.enabled=false", *args],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
+    for rnd in (0, 1):
+        doc = json.loads((out / f"round_{rnd}" / "heldout.json").read_text())
+        assert doc["round"] == rnd and doc["n"] == 3 and set(HELDOUT_KEYS) <= set(doc)
+    ann = json.loads((out / "round_1" / "annotate" / "result.json").read_text())  # 2 SFT steps: junk proofs,
+    assert "labelled" in ann and (ann["labelled"] or ann.get("note"))  # an empty queue is said, not silent
+    for name in ("prover", "verifier"):  # the served models were real vLLM servers
+        assert "vLLM" in (out / f"vllm-{name}.log").read_text(errors="replace") or \
+            "vllm" in (out / f"vllm-{name}.log").read_text(errors="replace")
+    assert "true accuracy gain over round 0" in r.stdout and (out / "report.md").is_file()
