@@ -112,7 +112,8 @@ def tree_cpus(pid: int) -> set[str]:
 
 def main() -> None:
     args = parse_args()
-    from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, base_seed
+    from verifier.config import EndpointConfig
+    from verifier.engine import GenerationRequest, OpenAIEngine, base_seed
     from verifier.judging import JudgeConfig, synthetic_verdict_regex
     from bench.peer_compare import LINE_FORMATS, agreement, line_values, pass_text_agreement, peer_decisions, run_peer
     from verifier.records import Verdict

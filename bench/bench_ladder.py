@@ -181,7 +181,7 @@ class Bench:
 
     # ------------------------------------------------------------------ servers
     def serve(self, name: str, model: str) -> Any:
-        from verifier.engine import EndpointConfig
+        from verifier.config import EndpointConfig
         from verifier.serve import ServeConfig, VLLMServer, free_port
 
         if name not in self.servers:

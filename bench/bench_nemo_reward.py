@@ -42,7 +42,7 @@ def main() -> None:
     from bench.bench_reward import step_batch
     from data_pipeline.synthetic import generate_synthetic
     from training.rewards import MetaReward
-    from verifier.engine import EndpointConfig
+    from verifier.config import EndpointConfig
     from verifier.parser import format_verification
     from verifier.serve import ServeConfig, VLLMServer, free_port
     from verifier.tiny_model import TinyModelConfig, build

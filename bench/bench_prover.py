@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> None:
     from training.prover_reward import ProverRLConfig, problem_rows, synthetic_problems
     from training.sft import SFTRunConfig, sft_train
     from verifier.results import WandbConfig  # bench runs log no W&B (SFT's default: on)
-    from verifier.engine import EndpointConfig
+    from verifier.config import EndpointConfig
     from verifier.judging import JudgeConfig
     from verifier.serve import ServeConfig, VLLMServer, free_port
     from verifier.tiny_model import TinyModelConfig, build

@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"unknown option {k!r}; options: {', '.join(opts)}")
         opts[k] = int(v)
     from training.rewards import MetaReward
-    from verifier.engine import EndpointConfig
+    from verifier.config import EndpointConfig
     from verifier.serve import ServeConfig, VLLMServer, free_port
     from verifier.tiny_model import TinyModelConfig, build
 

@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from data_pipeline.synthetic_check import check_proof
-from verifier.config import hydra_main
-from verifier.engine import Completion, EndpointConfig, OpenAIEngine
+from verifier.config import EndpointConfig, hydra_main
+from verifier.engine import Completion, OpenAIEngine
 from verifier.errors import InputError
 from verifier.formats import load_any
 from verifier.generation import GenerationConfig, GenTask, Outcome, generate, outcome_counts, proof_steps_of

@@ -48,8 +48,8 @@ import jinja2
 
 from data_pipeline.synthetic_check import check_proof
 from verifier.aggregate import reported_step
-from verifier.config import MetaVerifierConfig, hydra_main
-from verifier.engine import EndpointConfig, OpenAIEngine
+from verifier.config import EndpointConfig, MetaVerifierConfig, hydra_main
+from verifier.engine import OpenAIEngine
 from verifier.errors import InputError
 from verifier.formats import load_any
 from verifier.io import write_jsonl

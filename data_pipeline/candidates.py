@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verifier.config import Sampling, hydra_main
-from verifier.engine import Completion, EndpointConfig, OpenAIEngine
+from verifier.config import EndpointConfig, Sampling, hydra_main
+from verifier.engine import Completion, OpenAIEngine
 from verifier.errors import InputError
 from verifier.formats import ProofProblem, load_proofbench_problems
 from verifier.identity import version_id

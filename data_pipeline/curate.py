@@ -38,8 +38,8 @@ import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from verifier.budget import check_budget
-from verifier.config import hydra_main
-from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
+from verifier.config import EndpointConfig, Sampling, hydra_main
+from verifier.engine import GenerationRequest, OpenAIEngine, base_seed
 from verifier.errors import InputError
 from verifier.formats import ProofProblem, load_proofbench_problems
 from verifier.identity import normalize_text
@@ -309,7 +309,7 @@ def classify(problems: Sequence[ProofProblem], cfg: ClassifierConfig, progress: 
     reqs = [GenerationRequest(as_messages(render(cfg.template, problem=p.problem)), n=1,
                               seed=base_seed(f"classify:{p.id}", cfg.seed), key=p.id) for p in problems]
     check_budget(engine, cfg.max_tokens, reqs, what="classifier.max_tokens")
-    outs = engine.generate(reqs, SamplingConfig(temperature=cfg.temperature, max_tokens=cfg.max_tokens),
+    outs = engine.generate(reqs, Sampling(temperature=cfg.temperature, max_tokens=cfg.max_tokens),
                            progress=progress)
     res = []
     for [c] in outs:

@@ -36,8 +36,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import entropy
 
-from verifier.config import hydra_main
-from verifier.engine import EndpointConfig, OpenAIEngine
+from verifier.config import EndpointConfig, hydra_main
+from verifier.engine import OpenAIEngine
 from verifier.errors import InputError
 from verifier.formats import load_any
 from verifier.io import write_jsonl

@@ -32,8 +32,7 @@ from typing import Any
 
 from eval.judges.core import Judge, PolicyConfig
 from verifier.aggregate import aggregate
-from verifier.config import hydra_main
-from verifier.engine import EndpointConfig
+from verifier.config import EndpointConfig, hydra_main
 from verifier.io import read_jsonl, write_jsonl
 from verifier.judging import JudgeConfig
 from verifier.parser import RELATIONS, parse_bound_answer, parse_relation_answer

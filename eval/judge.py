@@ -29,8 +29,8 @@ from typing import Any
 import requests
 
 from verifier.card import inherit
-from verifier.config import hydra_main
-from verifier.engine import EndpointConfig, OpenAIEngine, served_models
+from verifier.config import EndpointConfig, hydra_main
+from verifier.engine import OpenAIEngine, served_models
 from verifier.errors import InputError
 from verifier.formats import load_any
 from verifier.judging import JudgeConfig, PassCache

@@ -28,8 +28,7 @@ from typing import Any
 
 from eval.judges.core import Judge
 from eval.stats import BootstrapSpec, flip_rate, pass_noise, sign_test, two_level_bootstrap_ci
-from verifier.config import hydra_main
-from verifier.engine import EndpointConfig
+from verifier.config import EndpointConfig, hydra_main
 from verifier.errors import InputError
 from verifier.io import load_rows, read_jsonl, write_jsonl
 from verifier.judging import JudgeConfig

@@ -47,8 +47,8 @@ from eval.browse import write_browser_for_run
 from eval.metrics import Prediction, acceptance_table, flip_rate, k_curve
 from eval.stats import BOOTSTRAP_RENAMED, BootstrapSpec
 from verifier.card import inherit
-from verifier.config import hydra_main
-from verifier.engine import EndpointConfig, Engine, OpenAIEngine
+from verifier.config import EndpointConfig, hydra_main
+from verifier.engine import Engine, OpenAIEngine
 from verifier.formats import ProofProblem, load_proofbench_problems
 from verifier.generation import (
     GenerationConfig,

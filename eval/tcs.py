@@ -30,8 +30,7 @@ from typing import Any, ClassVar
 from eval.judges.core import Judge
 from eval.stats import auc_mann_whitney
 from verifier.aggregate import aggregate
-from verifier.config import hydra_main
-from verifier.engine import EndpointConfig
+from verifier.config import EndpointConfig, hydra_main
 from verifier.io import load_rows, write_jsonl
 from verifier.judging import JudgeConfig
 from verifier.records import RecordError

@@ -37,8 +37,8 @@ from eval.metrics import Prediction, ScoreOptions, align_ids, score_predictions
 from eval.score import ScoreConfig, flatten, options
 from eval.stats import BOOTSTRAP_RENAMED, BootstrapSpec
 from verifier.card import inherit
-from verifier.config import MetaVerifierConfig, hydra_main
-from verifier.engine import EndpointConfig, Engine, OpenAIEngine
+from verifier.config import EndpointConfig, MetaVerifierConfig, hydra_main
+from verifier.engine import Engine, OpenAIEngine
 from verifier.errors import InputError
 from verifier.formats import load_any
 from verifier.judging import JudgeConfig, PassCache

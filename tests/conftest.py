@@ -64,7 +64,7 @@ def vllm_server(tiny_model, tiny_lora, tmp_path_factory):
 @pytest.fixture()
 def endpoint(vllm_server):
     """An EndpointConfig pointing at the session server."""
-    from verifier.engine import EndpointConfig
+    from verifier.config import EndpointConfig
 
     return EndpointConfig(base_url=vllm_server.base_url, api_key=API_KEY, model=vllm_server.model_name,
                           max_concurrency=32, timeout_s=120, max_retries=2)
@@ -122,7 +122,7 @@ def reasoning_server(think_model, tmp_path_factory):
 
 @pytest.fixture()
 def reasoning_endpoint(reasoning_server):
-    from verifier.engine import EndpointConfig
+    from verifier.config import EndpointConfig
 
     return EndpointConfig(base_url=reasoning_server.base_url, api_key=API_KEY, model=reasoning_server.model_name,
                           max_concurrency=32, timeout_s=120, max_retries=2)

@@ -18,8 +18,8 @@ from data_pipeline import autolabel
 from data_pipeline.autolabel import Analysis, AutolabelConfig, label_proof, measure, synthetic_truth
 from data_pipeline.synthetic import generate_synthetic
 from verifier import meta_verifier
-from verifier.config import compose
-from verifier.engine import Completion, GenerationRequest, SamplingConfig, base_seed
+from verifier.config import Sampling, compose
+from verifier.engine import Completion, GenerationRequest, base_seed
 from verifier.errors import EXIT_USER_ERROR, InputError
 from verifier.io import read_jsonl, write_jsonl
 from verifier.parser import format_meta_verification, format_verification
@@ -139,7 +139,7 @@ class FakeVerifier:
                                               f"pass with seed {seed}: " + ("all steps hold" if valid else
                                                                             f"step {step} is wrong")), "stop")
 
-    async def agenerate(self, requests: list[GenerationRequest], sampling: SamplingConfig):
+    async def agenerate(self, requests: list[GenerationRequest], sampling: Sampling):
         self.requests += len(requests)
         return [[self._one(r.key, (r.seed or 0) + i) for i in range(r.n)] for r in requests]
 

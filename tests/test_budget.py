@@ -12,8 +12,8 @@ from conftest import API_KEY
 
 from verifier.formats import load_processbench
 from verifier.budget import BudgetError, check_budget, max_model_len, prompt_tokens
-from verifier.config import compose
-from verifier.engine import GenerationRequest, OpenAIEngine, SamplingConfig
+from verifier.config import Sampling, compose
+from verifier.engine import GenerationRequest, OpenAIEngine
 from verifier.judging import JudgeConfig
 from verifier.runner import judge_trajectories
 from verifier.serve import ServeConfig
@@ -68,8 +68,8 @@ def test_our_rule_is_the_servers_rule(endpoint):
     check_budget(engine, fits, [req])  # no error
     with pytest.raises(BudgetError):
         check_budget(engine, fits + 1, [req])
-    [[ok]] = engine.generate([req], SamplingConfig(max_tokens=fits))
-    [[rejected]] = engine.generate([req], SamplingConfig(max_tokens=fits + 1))
+    [[ok]] = engine.generate([req], Sampling(max_tokens=fits))
+    [[rejected]] = engine.generate([req], Sampling(max_tokens=fits + 1))
     assert ok.status == "ok" and ok.prompt_tokens == p
     assert rejected.status == "too_long" and "8192" in rejected.error
 
@@ -101,7 +101,7 @@ def test_default_judge_budgets_fit_the_default_server(endpoint, proofs):
 
 
 def test_endpoints_without_a_reported_context_are_not_checked():
-    from verifier.engine import EndpointConfig
+    from verifier.config import EndpointConfig
 
     engine = OpenAIEngine(EndpointConfig(base_url="http://127.0.0.1:9/v1", api_key=API_KEY))  # nothing listens
     assert max_model_len(engine) is None

@@ -25,7 +25,8 @@ import requests
 from conftest import API_KEY, REPO, free_port
 
 from verifier.formats import load_processbench
-from verifier.engine import EndpointConfig, OpenAIEngine, Router, Server
+from verifier.config import EndpointConfig
+from verifier.engine import OpenAIEngine, Router, Server
 from verifier.judging import JudgeConfig, synthetic_verdict_regex
 from verifier.runner import judge_trajectories
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from verifier.engine import EndpointConfig
+from verifier.config import EndpointConfig
 from verifier.judging import JudgeConfig, wave_plan
 from verifier.runner import _runs
 from verifier.serve import ServeConfig, server_args

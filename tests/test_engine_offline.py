@@ -8,7 +8,8 @@ import pytest
 from conftest import LORA_NAME
 
 from verifier.formats import load_processbench
-from verifier.engine import GenerationRequest, OpenAIEngine, SamplingConfig
+from verifier.config import Sampling
+from verifier.engine import GenerationRequest, OpenAIEngine
 from verifier.judging import JudgeConfig, synthetic_verdict_regex
 from verifier.runner import judge_trajectories
 from verifier.offline import OfflineConfig, VLLMOfflineEngine
@@ -30,7 +31,7 @@ def offline(tiny_model, tiny_lora):
 
 def test_seed_rule_and_reproducibility(offline):
     msgs = as_messages("Step 0: 2+2=4")
-    s = SamplingConfig(max_tokens=12)
+    s = Sampling(max_tokens=12)
     [four] = offline.generate([GenerationRequest(msgs, n=4, seed=11)], s)
     [third] = offline.generate([GenerationRequest(msgs, n=1, seed=13)], s)
     assert len(four) == 4 and all(c.status == "ok" and c.completion_tokens > 0 for c in four)
@@ -47,7 +48,7 @@ def test_prompts_rendered_like_the_served_endpoint(offline, endpoint):
     sampling sensitive to float differences between batch shapes.
     """
     msgs = as_messages("Step 0: 1+1=2\n\nStep 1: so 2 is even")
-    s = SamplingConfig(max_tokens=16)
+    s = Sampling(max_tokens=16)
     reqs = [GenerationRequest(msgs, n=3, seed=5), GenerationRequest(msgs, n=3, seed=5, model=LORA_NAME)]
     off = offline.generate(reqs, s)
     [[srv]] = OpenAIEngine(endpoint).generate([GenerationRequest(msgs, n=1, seed=5)], s)
@@ -56,7 +57,7 @@ def test_prompts_rendered_like_the_served_endpoint(offline, endpoint):
 
 
 def test_too_long_is_explicit_and_the_batch_survives(offline):
-    s = SamplingConfig(max_tokens=8)
+    s = Sampling(max_tokens=8)
     long_req = GenerationRequest(as_messages("lemma " * 5000), n=2, seed=1, key="huge")
     res = offline.generate([long_req, GenerationRequest(as_messages("Step 0: ok"), n=1, seed=1)], s)
     assert [c.status for c in res[0]] == ["too_long", "too_long"] and "max_model_len=4096" in res[0][0].error
@@ -65,7 +66,7 @@ def test_too_long_is_explicit_and_the_batch_survives(offline):
 
 def test_unknown_adapter_names_the_request(offline):
     with pytest.raises(ValueError, match="'r1'.*'model'"):
-        offline.generate([GenerationRequest(as_messages("x"), key="r1", model="nope")], SamplingConfig(max_tokens=4))
+        offline.generate([GenerationRequest(as_messages("x"), key="r1", model="nope")], Sampling(max_tokens=4))
 
 
 def test_judging_on_the_offline_engine_early_stop_equals_full(offline, shared_data):

@@ -20,7 +20,8 @@ from data_pipeline import augment, candidates
 from data_pipeline.augment import AugmentConfig, repair_fate, verification_fate
 from data_pipeline.candidates import CandidatesConfig, CriticConfig, revision_fate, version_fate
 from data_pipeline.synthetic import generate_synthetic
-from verifier.engine import Completion, EndpointConfig, GenerationRequest, SamplingConfig
+from verifier.config import EndpointConfig, Sampling
+from verifier.engine import Completion, GenerationRequest
 from verifier.formats import ProofProblem
 from verifier.generation import GenerationConfig, GenTask, Outcome, generate, outcome_counts, tasks_for
 from verifier.identity import VersionId, parse_version_id, repair_id, version_id
@@ -53,12 +54,12 @@ class FakeEngine:
                               + "\n</final_answer>", "stop")
         return Completion(f"Step 0: {r.key} with seed {seed}\nStep 1: So the answer is 42.", "stop")
 
-    def generate(self, requests, sampling: SamplingConfig, progress: bool = False) -> list[list[Completion]]:
+    def generate(self, requests, sampling: Sampling, progress: bool = False) -> list[list[Completion]]:
         time.sleep(self.delay)
         self.keys += [r.key for r in requests]
         return [[self._one(r, i) for i in range(r.n)] for r in requests]
 
-    async def agenerate(self, requests, sampling: SamplingConfig) -> list[list[Completion]]:
+    async def agenerate(self, requests, sampling: Sampling) -> list[list[Completion]]:
         return self.generate(requests, sampling)
 
 

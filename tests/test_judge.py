@@ -8,7 +8,8 @@ import pytest
 from conftest import free_port
 
 from verifier.formats import load_processbench
-from verifier.engine import EndpointConfig, OpenAIEngine
+from verifier.config import EndpointConfig
+from verifier.engine import OpenAIEngine
 from verifier.judging import JudgeConfig, PassCache, synthetic_verdict_regex
 from verifier.judgment import Judgment
 from verifier.records import ParseStatus, ProofTrajectory, Verdict

@@ -183,7 +183,7 @@ def test_lora_and_full_fine_tuning_get_their_own_learning_rates(layout):
 
 @pytest.mark.vllm
 def test_endpoints_are_asked_for_their_models(endpoint):
-    from verifier.engine import EndpointConfig
+    from verifier.config import EndpointConfig
 
     assert endpoint.model in preflight.check_endpoint("reward.meta.endpoint", endpoint)
     wrong = EndpointConfig(base_url=endpoint.base_url, api_key=endpoint.api_key, model="meta-verifier")

@@ -101,7 +101,7 @@ def stand_in():
 
 
 def _serve(url: str):
-    from verifier.engine import EndpointConfig
+    from verifier.config import EndpointConfig
 
     ep = EndpointConfig(base_url=url, api_key="k", model=MODEL, max_concurrency=8, timeout_s=60, max_retries=1)
     return lambda name, model: ep
@@ -171,7 +171,7 @@ def test_two_rounds_write_heldout_and_report(two_rounds):
 SCRIPT = """
 import json, os, sys
 from training.loop import LoopConfig, run
-from verifier.engine import EndpointConfig
+from verifier.config import EndpointConfig
 from verifier.results import WandbConfig
 kw = json.loads(os.environ["LOOP_KW"])
 ep = EndpointConfig(base_url=os.environ["LOOP_URL"], api_key=os.environ["LOOP_KEY"], model=os.environ["LOOP_MODEL"],

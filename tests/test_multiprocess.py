@@ -238,7 +238,7 @@ def _one_rank_step(out: str) -> None:
 
     from bench.bench_reward import step_batch
     from training.rewards import JudgeFailureError, MetaReward
-    from verifier.engine import EndpointConfig
+    from verifier.config import EndpointConfig
 
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     rank = dist.get_rank()

@@ -14,7 +14,7 @@ import pytest
 from data_pipeline.synthetic_check import check_proof, gold_proof, proof_text
 from training.prover_reward import (MASTER_KEYS, AuditConfig, ProverReward, ProverRLConfig, RewardHackingError,
                                     problem_rows, summary, synthetic_problems)
-from verifier.engine import EndpointConfig
+from verifier.config import EndpointConfig
 from verifier.errors import EXIT_USER_ERROR, run_command
 from verifier.generation import proof_steps_of
 from verifier.pool import PoolConfig

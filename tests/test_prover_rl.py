@@ -13,7 +13,8 @@ from data_pipeline.synthetic import generate_synthetic
 from data_pipeline.synthetic_check import check_proof, gold_proof, proof_text
 from training.prover_reward import GoldReward, ProverReward, ProverRLConfig, problem_rows, synthetic_problems
 from training.rewards import JudgeFailureError
-from verifier.engine import EndpointConfig, OpenAIEngine
+from verifier.config import EndpointConfig
+from verifier.engine import OpenAIEngine
 from verifier.judging import synthetic_verdict_regex
 
 

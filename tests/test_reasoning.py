@@ -15,7 +15,8 @@ import json
 
 import pytest
 
-from verifier.engine import EndpointConfig, GenerationRequest, OpenAIEngine, SamplingConfig
+from verifier.config import EndpointConfig, Sampling
+from verifier.engine import GenerationRequest, OpenAIEngine
 from verifier.judging import JudgeConfig
 from verifier.judgment import Judgment
 from verifier.runner import judge_trajectories
@@ -84,7 +85,7 @@ def test_grpo_config_passes_truncation_mask_and_policy_template_kwargs(tmp_path)
 def test_budget_effort_and_template_kwargs_reach_the_server(reasoning_endpoint):
     """Per-endpoint max_tokens wins over the caller's; effort and chat-template kwargs reach the template."""
     req = [GenerationRequest(as_messages("Is 2 + 2 = 4?"), n=1, seed=3)]
-    sampling = SamplingConfig(max_tokens=40)
+    sampling = Sampling(max_tokens=40)
 
     def one(**changes):
         [[c]] = OpenAIEngine(dataclasses.replace(reasoning_endpoint, **changes)).generate(req, sampling)

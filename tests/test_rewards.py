@@ -166,7 +166,7 @@ def test_rough_rl_meta_weight_zero_does_not_abort_on_judge_failures():
     """rough_rl logs the meta grade with weight 0: a failing LLM meta-verifier must not stop training."""
     from training.config import GRPORunConfig
     from verifier.config import compose
-    from verifier.engine import EndpointConfig
+    from verifier.config import EndpointConfig
 
     cfg = compose("grpo", GRPORunConfig, ["experiment=rough_rl", "reward.meta.kind=llm"]).reward
     assert cfg.components == {"rough": 1.0, "meta": 0.0}

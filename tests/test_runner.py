@@ -9,7 +9,8 @@ import pytest
 from conftest import free_port
 
 from verifier.formats import load_processbench
-from verifier.engine import EndpointConfig, OpenAIEngine
+from verifier.config import EndpointConfig
+from verifier.engine import OpenAIEngine
 from verifier.io import read_jsonl
 from verifier.judging import JudgeConfig, PassCache, synthetic_verdict_regex
 from verifier.records import ProofTrajectory

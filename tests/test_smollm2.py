@@ -76,7 +76,8 @@ def test_same_greedy_tokens_in_transformers_and_vllm(smollm2_model, smollm2_serv
 
 def test_vllm_judges_processbench_proofs(smollm2_server, shared_data):
     from verifier.formats import load_processbench
-    from verifier.engine import EndpointConfig, OpenAIEngine
+    from verifier.config import EndpointConfig
+    from verifier.engine import OpenAIEngine
     from verifier.judging import JudgeConfig
     from verifier.runner import judge_trajectories
     from verifier.records import ParseStatus

@@ -5,7 +5,8 @@ import requests
 
 from conftest import API_KEY, LORA_NAME
 from verifier.formats import load_processbench
-from verifier.engine import GenerationRequest, OpenAIEngine, SamplingConfig
+from verifier.config import Sampling
+from verifier.engine import GenerationRequest, OpenAIEngine
 from verifier.parser import parse_verification
 from verifier.records import ParseStatus
 from verifier.templates import as_messages, verification_prompt
@@ -18,7 +19,7 @@ def test_processbench_record_eight_samples_in_one_request(vllm_server, endpoint,
     prompt = verification_prompt(traj)
     engine = OpenAIEngine(endpoint)
     [samples] = engine.generate([GenerationRequest(as_messages(prompt), n=8, seed=123, key=traj.id)],
-                                SamplingConfig(max_tokens=48))
+                                Sampling(max_tokens=48))
     assert len(samples) == 8 and engine.stats["requests"] == 1
     assert all(s.status == "ok" and s.text for s in samples)
     parsed = [parse_verification(s.text, n_steps=len(traj.proof_steps)) for s in samples]
@@ -28,7 +29,7 @@ def test_processbench_record_eight_samples_in_one_request(vllm_server, endpoint,
         if not p.ok:
             assert p.detail
     # same seed -> same samples (reproducible passes)
-    [again] = engine.generate([GenerationRequest(as_messages(prompt), n=8, seed=123)], SamplingConfig(max_tokens=48))
+    [again] = engine.generate([GenerationRequest(as_messages(prompt), n=8, seed=123)], Sampling(max_tokens=48))
     assert [s.text for s in again] == [s.text for s in samples]
 
 
@@ -42,8 +43,8 @@ def test_api_key_required(vllm_server):
 
 def test_lora_adapter_selectable(endpoint):
     msgs = as_messages("Step 0: 2+2=4")
-    base = OpenAIEngine(endpoint).generate([GenerationRequest(msgs, n=2, seed=5)], SamplingConfig(max_tokens=16))
+    base = OpenAIEngine(endpoint).generate([GenerationRequest(msgs, n=2, seed=5)], Sampling(max_tokens=16))
     lora = OpenAIEngine(endpoint).generate([GenerationRequest(msgs, n=2, seed=5, model=LORA_NAME)],
-                                           SamplingConfig(max_tokens=16))
+                                           Sampling(max_tokens=16))
     assert all(c.status == "ok" for c in base[0] + lora[0])
     assert [c.text for c in base[0]] != [c.text for c in lora[0]]

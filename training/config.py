@@ -18,8 +18,7 @@ from eval.stats import BootstrapSpec
 from training.prover_reward import ProverRLConfig
 from training.rewards import REWARD_RENAMED, RewardConfig
 from verifier.card import CardError, inherit
-from verifier.config import JudgeConfig
-from verifier.engine import EndpointConfig
+from verifier.config import EndpointConfig, JudgeConfig
 from verifier.offline import OfflineConfig
 from verifier.results import WandbConfig, ladder_wandb
 

@@ -69,7 +69,7 @@ from training.rewards import RewardConfig
 from training.sft import SFTRunConfig, gold_text, sft_train
 from training.stages import done_stage, mark_done
 from verifier.config import MetaVerifierConfig, hydra_main
-from verifier.engine import EndpointConfig
+from verifier.config import EndpointConfig
 from verifier.errors import InputError
 from verifier.formats import load_any, load_proofbench_problems
 from verifier.identity import ProblemIndex

@@ -56,8 +56,9 @@ from data_pipeline.synthetic_check import check_proof, parse_problem
 from eval.proverbench import ProverBenchConfig, RefineConfig, decide, judgments_path
 from eval.proverbench import run as proverbench
 from training.rewards import JudgeFailureError, _all_ranks_sum, _log, _log_extra, _world_size, completion_text
-from verifier.engine import EndpointConfig, OpenAIEngine, message_reasoning
 from verifier.aggregate import pass_score
+from verifier.config import EndpointConfig
+from verifier.engine import OpenAIEngine, message_reasoning
 from verifier.errors import InputError, UserError
 from verifier.formats import ProofProblem, load_proofbench_problems
 from verifier.generation import UNFINISHED_THINKING, GenerationConfig, proof_steps_of, unfinished_thinking

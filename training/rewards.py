@@ -45,8 +45,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from verifier.config import MetaVerifierConfig
-from verifier.engine import EndpointConfig
+from verifier.config import EndpointConfig, MetaVerifierConfig
 from verifier.errors import InputError, UserError
 from verifier.meta_verifier import make_meta_verifier
 from verifier.parser import finish_reason_of, parse_completion, parse_verification

@@ -1,5 +1,6 @@
 """W&B for training runs (GRPO and SFT): the run name from the experiment and its overrides, the mode, the run
-itself (the ladder's one project, one group per ladder: ``verifier.results.ladder_wandb``)."""
+itself (the ladder's one project, one group per ladder: ``verifier.results.ladder_wandb``; started by
+``verifier.results.init_run``, the one place a W&B run starts)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from training.config import GRPORunConfig
-from verifier.config import is_secret_override, redact
-from verifier.results import WandbConfig, ladder_group, resolve_mode
+from verifier.config import is_secret_override
+from verifier.results import WandbConfig, init_run, ladder_group, resolve_mode
 
 
 def run_name(cfg: GRPORunConfig) -> str:
@@ -39,22 +40,19 @@ def wandb_mode(settings: WandbConfig) -> str:
 
 def start_run(settings: WandbConfig, out: Path, *, name: str, tags: list[str], config: Any, job_type: str,
               is_main: bool = True, resume: bool = False):
-    """A ladder command's W&B run (SFT, GRPO): project ``wandb.project``, group :func:`ladder_group` of ``out``
-    (the ladder's folder), the redacted config (no API key reaches W&B), the run id kept in
-    ``out/wandb_run_id.txt`` (continued on resume). None when W&B is off or on a rank other than the main one;
-    TRL's W&B callback then logs into this run."""
+    """A ladder command's W&B run (SFT, GRPO), started by ``verifier.results.init_run``: project ``wandb.project``,
+    group :func:`ladder_group` of ``out`` (the ladder's folder), the redacted config (no API key reaches W&B), the
+    run id kept in ``out/wandb_run_id.txt`` (continued on resume). None when W&B is off or on a rank other than
+    the main one; TRL's W&B callback then logs into this run."""
     mode = wandb_mode(settings)
     if mode == "disabled" or not is_main:
         return None
-    import wandb  # imported when a run logs (seconds to import)
-
-    os.environ["WANDB_MODE"] = mode
+    os.environ["WANDB_MODE"] = mode  # TRL's callback and any child process: the same mode
     id_file = out / "wandb_run_id.txt"
     run_id = id_file.read_text().strip() if (resume and id_file.exists()) else uuid.uuid4().hex[:12]
     id_file.write_text(run_id)
-    return wandb.init(project=settings.project, entity=settings.entity, group=ladder_group(settings, out),
-                      name=settings.name or name, id=run_id, resume="allow", dir=settings.dir or str(out), mode=mode,
-                      job_type=job_type, tags=list(settings.tags) + tags, config=redact(config))
+    return init_run(settings, config, settings.dir or str(out), job_type=job_type, group=ladder_group(settings, out),
+                    name=name, tags=tags, run_id=run_id, mode=mode, console=True)
 
 
 def init_wandb(cfg: GRPORunConfig, out: Path, is_main: bool):

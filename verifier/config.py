@@ -1,9 +1,11 @@
 """Typed configs: dataclasses registered with Hydra and mirrored by YAML in ``configs/``.
 
 The shared config of each concept has its home here (one class per concept, every command uses it):
-``Sampling`` (temperature, top_p, max_tokens of every generating command), ``JudgeConfig`` (how each
-proof is judged: passes, aggregation policy, template, sampling), ``MetaVerifierConfig`` (which
-meta-verifier grades a verification; built by ``verifier.meta_verifier.make_meta_verifier``).
+``EndpointConfig`` (a server, or several of one model, its key and budgets: what ``verifier.engine.OpenAIEngine``
+talks to), ``Sampling`` (temperature, top_p, max_tokens, stop: what every engine samples with, inherited by every
+generating command's config), ``JudgeConfig`` (how each proof is judged: passes, aggregation policy, template,
+sampling), ``MetaVerifierConfig`` (which meta-verifier grades a verification; built by
+``verifier.meta_verifier.make_meta_verifier``).
 Bootstrap: ``eval.stats.BootstrapSpec``; W&B: ``verifier.results.WandbConfig``. A schema's ``RENAMED``
 maps a key that moved to its new name (or names): the old key on the command line keeps working
 (``renamed``: a note names the new key); in a YAML file it fails with one error naming the new key
@@ -42,7 +44,6 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from verifier.aggregate import AggregationPolicy
-from verifier.engine import EndpointConfig, SamplingConfig
 from verifier.errors import EXIT_USER_ERROR, InputError, full_error, run_command
 from verifier.redaction import redact
 
@@ -50,18 +51,127 @@ CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 T = TypeVar("T")
 
 
+DEFAULT_KEY_ENV = "VERIFIER_API_KEY"  # EndpointConfig.api_key_env's default (then $OPENAI_API_KEY)
+
+# the values vLLM's OpenAI server accepts (gpt-oss: low | medium | high; "none" turns thinking off)
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
+@dataclass
+class EndpointConfig:
+    """An OpenAI-compatible endpoint (a vLLM server, or any provider), or several servers of one model.
+
+    ``base_url`` is one URL or a list of URLs (``endpoint.base_url=[URL1,URL2]`` on the command
+    line): requests are spread over the servers (least loaded first), see
+    ``verifier.engine.OpenAIEngine``.
+    """
+
+    base_url: Any = "http://127.0.0.1:8000/v1"  # str, or a list of servers serving the same model
+    # The key: from the environment variable named by api_key_env (keys on the command line are visible
+    # to every user of the machine in the process list; docs/operations.md). The default variable falls
+    # back to $OPENAI_API_KEY, then "EMPTY" (a local vLLM server without --api-key); a variable you name
+    # must be set. api_key=KEY still works (verifier.config.keys_out_of_argv moves it to the environment).
+    api_key: str | None = None
+    api_key_env: str = DEFAULT_KEY_ENV
+    model: str = "artifacts/tiny-model"
+    max_concurrency: int = 64  # requests in flight per server
+    timeout_s: float = 600.0
+    # the OpenAI SDK's retries per server (backoff 0.5 s doubling up to 8 s, minus 0-25 % jitter;
+    # a server's Retry-After is honoured) on connection errors, timeouts, 408/409/429 and 5xx
+    max_retries: int = 4
+    revive_after_s: float = 30.0  # a server taken out (connection failures) is tried again after this
+    # dict sent with each request, e.g. {"structured_outputs": {"regex": ...}}; Any so that a
+    # command-line override `endpoint.extra_body={...}` assigns a dict (no `+` needed).
+    extra_body: Any = None
+    # Reasoning models: the per-request output budget (None: the caller's sampling.max_tokens),
+    # reasoning effort (gpt-oss: low | medium | high; None: the server's default) and chat-template
+    # arguments (e.g. {enable_thinking: false} for Qwen3), sent with every request.
+    max_tokens: int | None = None
+    reasoning_effort: str | None = None
+    chat_template_kwargs: Any = None
+
+    def __post_init__(self) -> None:
+        self.urls  # noqa: B018 - validates base_url
+        if not self.api_key:
+            self.resolved_api_key()  # a named variable that is not set: an error before any work
+        if int(self.max_concurrency) < 1:
+            raise ValueError(f"endpoint {self.model!r}: max_concurrency must be >= 1, got {self.max_concurrency}")
+        if int(self.max_retries) < 0:
+            raise ValueError(f"endpoint {self.model!r}: max_retries must be >= 0, got {self.max_retries}")
+        if self.max_tokens is not None and int(self.max_tokens) < 1:
+            raise ValueError(f"endpoint {self.model!r}: max_tokens must be >= 1 or null, got {self.max_tokens}")
+        if self.reasoning_effort not in (None, *REASONING_EFFORTS):
+            raise ValueError(f"endpoint {self.model!r}: reasoning_effort must be one of {', '.join(REASONING_EFFORTS)} "
+                             f"or null, got {self.reasoning_effort!r}")
+        if self.chat_template_kwargs is not None and not isinstance(self.chat_template_kwargs, dict):
+            raise ValueError(f"endpoint {self.model!r}: chat_template_kwargs must be a mapping, "
+                             f"got {type(self.chat_template_kwargs).__name__}")
+
+    @property
+    def urls(self) -> list[str]:
+        """The server URLs (one for a plain endpoint); a clear error for an empty or repeated list.
+
+        >>> EndpointConfig(base_url=["http://a:1/v1", "http://b:2/v1"]).urls
+        ['http://a:1/v1', 'http://b:2/v1']
+        """
+        raw = self.base_url
+        urls = [raw] if isinstance(raw, str) else list(raw) if isinstance(raw, (list, tuple)) else None
+        if not urls or not all(isinstance(u, str) and u.strip() for u in urls):
+            raise ValueError(f"endpoint {self.model!r}: base_url must be a URL or a non-empty list of URLs, "
+                             f"got {raw!r}")
+        urls = [u.strip() for u in urls]
+        if len(set(urls)) != len(urls):
+            raise ValueError(f"endpoint {self.model!r}: base_url lists a server twice: {urls}")
+        return urls
+
+    def request_options(self) -> dict[str, Any]:
+        """The reasoning options that change samples (for cache keys and run records)."""
+        out: dict[str, Any] = {}
+        if self.max_tokens is not None:
+            out["max_tokens"] = int(self.max_tokens)
+        if self.reasoning_effort is not None:
+            out["reasoning_effort"] = self.reasoning_effort
+        if self.chat_template_kwargs:
+            out["chat_template_kwargs"] = dict(self.chat_template_kwargs)
+        return out
+
+    def resolved_api_key(self) -> str:
+        """``api_key``, else ``$<api_key_env>``; the default variable falls back to ``$OPENAI_API_KEY``, then "EMPTY".
+
+        >>> EndpointConfig(api_key_env="NO_SUCH_VAR_FOR_DOCTEST")
+        Traceback (most recent call last):
+        ...
+        ValueError: endpoint 'artifacts/tiny-model': api_key_env=NO_SUCH_VAR_FOR_DOCTEST names an environment variable that is not set (export NO_SUCH_VAR_FOR_DOCTEST=KEY, or leave api_key_env at its default VERIFIER_API_KEY)
+        """
+        if self.api_key:
+            return self.api_key
+        name = self.api_key_env or DEFAULT_KEY_ENV
+        if os.environ.get(name):
+            return os.environ[name]
+        if name != DEFAULT_KEY_ENV:
+            raise ValueError(f"endpoint {self.model!r}: api_key_env={name} names an environment variable that is not "
+                             f"set (export {name}=KEY, or leave api_key_env at its default {DEFAULT_KEY_ENV})")
+        return os.environ.get("OPENAI_API_KEY") or "EMPTY"
+
+    def __repr__(self) -> str:  # never print the key
+        return f"EndpointConfig(base_url={self.base_url!r}, model={self.model!r}, api_key=***)"
+
+
 @dataclass
 class Sampling:
-    """The sampling keys of every generating command: the judge (``judge.*``), the prover
-    (``generation.*``, ``verifier.generation.GenerationConfig``), the critic (``critic.*``); one
-    definition, inherited by those configs. ``sampling()`` is what the engines take."""
+    """The one sampling config: what every engine takes (``verifier.engine.Engine.generate``) and the sampling
+    keys of every generating command: the judge (``judge.*``), the prover (``generation.*``,
+    ``verifier.generation.GenerationConfig``), the critic (``critic.*``); inherited by those configs.
+    ``sampling()`` is the sampling alone (no other key of the inheriting config)."""
 
     temperature: float = 1.0  # section 5.1: 1.0
     top_p: float = 1.0
     max_tokens: int = 1024
+    stop: list[str] = field(default_factory=list)  # stop strings (none: the end of turn only)
 
-    def sampling(self) -> SamplingConfig:
-        return SamplingConfig(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens)
+    def sampling(self) -> Sampling:
+        return Sampling(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
+                        stop=list(self.stop))
 
 
 @dataclass

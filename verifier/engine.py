@@ -1,6 +1,7 @@
 """Engine layer: the one interface through which every caller talks to a model.
 
-Two implementations with the same sampling semantics:
+Two implementations with the same sampling semantics (both take ``verifier.config.Sampling``; the
+servers are a ``verifier.config.EndpointConfig``):
 
 * ``OpenAIEngine`` - any OpenAI-compatible server (vLLM first) on the ``openai``
   async client: bounded concurrency, per-request timeout, the SDK's own retries (exponential
@@ -32,7 +33,6 @@ import concurrent.futures
 import contextlib
 import hashlib
 import logging
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -40,6 +40,8 @@ from typing import Any, Protocol
 
 import requests
 from tqdm.auto import tqdm
+
+from verifier.config import EndpointConfig, Sampling
 
 log = logging.getLogger(__name__)
 
@@ -59,16 +61,6 @@ def base_seed(key: str, run_seed: int = 0) -> int:
 def pass_seed(key: str, pass_index: int, run_seed: int = 0) -> int:
     """The seed of one verification pass (derived from trajectory id, pass index and run seed)."""
     return base_seed(key, run_seed) + pass_index
-
-
-@dataclass(frozen=True)
-class SamplingConfig:
-    """Sampling parameters shared by all engines (temperature 1.0 as in section 5.1)."""
-
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_tokens: int = 1024
-    stop: tuple[str, ...] = ()
 
 
 @dataclass
@@ -125,116 +117,11 @@ class Engine(Protocol):
 
     model: str
 
-    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingConfig,
+    def generate(self, requests: Sequence[GenerationRequest], sampling: Sampling,
                  progress: bool = False) -> list[list[Completion]]: ...
 
-    async def agenerate(self, requests: Sequence[GenerationRequest], sampling: SamplingConfig
+    async def agenerate(self, requests: Sequence[GenerationRequest], sampling: Sampling
                         ) -> list[list[Completion]]: ...
-
-
-DEFAULT_KEY_ENV = "VERIFIER_API_KEY"  # EndpointConfig.api_key_env's default (then $OPENAI_API_KEY)
-
-# the values vLLM's OpenAI server accepts (gpt-oss: low | medium | high; "none" turns thinking off)
-REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
-
-
-@dataclass
-class EndpointConfig:
-    """An OpenAI-compatible endpoint (a vLLM server, or any provider), or several servers of one model.
-
-    ``base_url`` is one URL or a list of URLs (``endpoint.base_url=[URL1,URL2]`` on the command
-    line): requests are spread over the servers (least loaded first), see ``OpenAIEngine``.
-    """
-
-    base_url: Any = "http://127.0.0.1:8000/v1"  # str, or a list of servers serving the same model
-    # The key: from the environment variable named by api_key_env (keys on the command line are visible
-    # to every user of the machine in the process list; docs/operations.md). The default variable falls
-    # back to $OPENAI_API_KEY, then "EMPTY" (a local vLLM server without --api-key); a variable you name
-    # must be set. api_key=KEY still works (verifier.config.keys_out_of_argv moves it to the environment).
-    api_key: str | None = None
-    api_key_env: str = DEFAULT_KEY_ENV
-    model: str = "artifacts/tiny-model"
-    max_concurrency: int = 64  # requests in flight per server
-    timeout_s: float = 600.0
-    # the OpenAI SDK's retries per server (backoff 0.5 s doubling up to 8 s, minus 0-25 % jitter;
-    # a server's Retry-After is honoured) on connection errors, timeouts, 408/409/429 and 5xx
-    max_retries: int = 4
-    revive_after_s: float = 30.0  # a server taken out (connection failures) is tried again after this
-    # dict sent with each request, e.g. {"structured_outputs": {"regex": ...}}; Any so that a
-    # command-line override `endpoint.extra_body={...}` assigns a dict (no `+` needed).
-    extra_body: Any = None
-    # Reasoning models: the per-request output budget (None: the caller's sampling.max_tokens),
-    # reasoning effort (gpt-oss: low | medium | high; None: the server's default) and chat-template
-    # arguments (e.g. {enable_thinking: false} for Qwen3), sent with every request.
-    max_tokens: int | None = None
-    reasoning_effort: str | None = None
-    chat_template_kwargs: Any = None
-
-    def __post_init__(self) -> None:
-        self.urls  # noqa: B018 - validates base_url
-        if not self.api_key:
-            self.resolved_api_key()  # a named variable that is not set: an error before any work
-        if int(self.max_concurrency) < 1:
-            raise ValueError(f"endpoint {self.model!r}: max_concurrency must be >= 1, got {self.max_concurrency}")
-        if int(self.max_retries) < 0:
-            raise ValueError(f"endpoint {self.model!r}: max_retries must be >= 0, got {self.max_retries}")
-        if self.max_tokens is not None and int(self.max_tokens) < 1:
-            raise ValueError(f"endpoint {self.model!r}: max_tokens must be >= 1 or null, got {self.max_tokens}")
-        if self.reasoning_effort not in (None, *REASONING_EFFORTS):
-            raise ValueError(f"endpoint {self.model!r}: reasoning_effort must be one of {', '.join(REASONING_EFFORTS)} "
-                             f"or null, got {self.reasoning_effort!r}")
-        if self.chat_template_kwargs is not None and not isinstance(self.chat_template_kwargs, dict):
-            raise ValueError(f"endpoint {self.model!r}: chat_template_kwargs must be a mapping, "
-                             f"got {type(self.chat_template_kwargs).__name__}")
-
-    @property
-    def urls(self) -> list[str]:
-        """The server URLs (one for a plain endpoint); a clear error for an empty or repeated list.
-
-        >>> EndpointConfig(base_url=["http://a:1/v1", "http://b:2/v1"]).urls
-        ['http://a:1/v1', 'http://b:2/v1']
-        """
-        raw = self.base_url
-        urls = [raw] if isinstance(raw, str) else list(raw) if isinstance(raw, (list, tuple)) else None
-        if not urls or not all(isinstance(u, str) and u.strip() for u in urls):
-            raise ValueError(f"endpoint {self.model!r}: base_url must be a URL or a non-empty list of URLs, "
-                             f"got {raw!r}")
-        urls = [u.strip() for u in urls]
-        if len(set(urls)) != len(urls):
-            raise ValueError(f"endpoint {self.model!r}: base_url lists a server twice: {urls}")
-        return urls
-
-    def request_options(self) -> dict[str, Any]:
-        """The reasoning options that change samples (for cache keys and run records)."""
-        out: dict[str, Any] = {}
-        if self.max_tokens is not None:
-            out["max_tokens"] = int(self.max_tokens)
-        if self.reasoning_effort is not None:
-            out["reasoning_effort"] = self.reasoning_effort
-        if self.chat_template_kwargs:
-            out["chat_template_kwargs"] = dict(self.chat_template_kwargs)
-        return out
-
-    def resolved_api_key(self) -> str:
-        """``api_key``, else ``$<api_key_env>``; the default variable falls back to ``$OPENAI_API_KEY``, then "EMPTY".
-
-        >>> EndpointConfig(api_key_env="NO_SUCH_VAR_FOR_DOCTEST")
-        Traceback (most recent call last):
-        ...
-        ValueError: endpoint 'artifacts/tiny-model': api_key_env=NO_SUCH_VAR_FOR_DOCTEST names an environment variable that is not set (export NO_SUCH_VAR_FOR_DOCTEST=KEY, or leave api_key_env at its default VERIFIER_API_KEY)
-        """
-        if self.api_key:
-            return self.api_key
-        name = self.api_key_env or DEFAULT_KEY_ENV
-        if os.environ.get(name):
-            return os.environ[name]
-        if name != DEFAULT_KEY_ENV:
-            raise ValueError(f"endpoint {self.model!r}: api_key_env={name} names an environment variable that is not "
-                             f"set (export {name}=KEY, or leave api_key_env at its default {DEFAULT_KEY_ENV})")
-        return os.environ.get("OPENAI_API_KEY") or "EMPTY"
-
-    def __repr__(self) -> str:  # never print the key
-        return f"EndpointConfig(base_url={self.base_url!r}, model={self.model!r}, api_key=***)"
 
 
 def served_models(base_url: str, api_key: str | None, timeout_s: float = 10.0) -> list[str]:
@@ -398,7 +285,7 @@ class OpenAIEngine:
             clients = {s.url: await stack.enter_async_context(self._client(s)) for s in self.servers}
             yield _Pool(router, clients)
 
-    def _request_kwargs(self, req: GenerationRequest, sampling: SamplingConfig) -> dict[str, Any]:
+    def _request_kwargs(self, req: GenerationRequest, sampling: Sampling) -> dict[str, Any]:
         body: dict[str, Any] = dict(self.cfg.extra_body or {})
         if self.cfg.chat_template_kwargs:
             body["chat_template_kwargs"] = {**dict(body.get("chat_template_kwargs") or {}),
@@ -431,7 +318,7 @@ class OpenAIEngine:
                     + "; ".join(f"{s.url}: {s.last_error}" for s in self.servers))
         return f"failed on every server tried ({len(live)} of {n} live, {retries}): " + "; ".join(errors)
 
-    async def _one(self, pool: _Pool, req: GenerationRequest, sampling: SamplingConfig) -> list[Completion]:
+    async def _one(self, pool: _Pool, req: GenerationRequest, sampling: Sampling) -> list[Completion]:
         # lazy: see _client (the OpenAI client is slow to import)
         import openai
 
@@ -489,7 +376,7 @@ class OpenAIEngine:
                     c.completion_tokens, c.prompt_tokens = per, usage.prompt_tokens or 0
             return out
 
-    async def agenerate(self, requests: Sequence[GenerationRequest], sampling: SamplingConfig,
+    async def agenerate(self, requests: Sequence[GenerationRequest], sampling: Sampling,
                         progress: bool = False) -> list[list[Completion]]:
         async with self._pool() as pool:
             tasks = [asyncio.ensure_future(self._one(pool, r, sampling)) for r in requests]
@@ -504,12 +391,12 @@ class OpenAIEngine:
                     bar.close()
             return list(await asyncio.gather(*tasks))
 
-    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingConfig,
+    def generate(self, requests: Sequence[GenerationRequest], sampling: Sampling,
                  progress: bool = False) -> list[list[Completion]]:
         return run_sync(self.agenerate(requests, sampling, progress))
 
     @contextlib.asynccontextmanager
-    async def session(self, sampling: SamplingConfig):
+    async def session(self, sampling: Sampling):
         """One set of clients and one router for callers that submit requests one at a time.
 
         ``async with engine.session(sampling) as submit: completions = await submit(request)``

@@ -38,7 +38,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from verifier.config import JudgeConfig  # noqa: F401 - THE judge config, imported from here by callers
-from verifier.engine import Completion, Engine, SamplingConfig
+from verifier.config import Sampling
+from verifier.engine import Completion, Engine
 from verifier.errors import InputError
 
 
@@ -114,7 +115,7 @@ class PassCache:
         self.misses = 0
 
     @staticmethod
-    def key(model: str, prompt_hash: str, sampling: SamplingConfig, seed: int, index: int) -> str:
+    def key(model: str, prompt_hash: str, sampling: Sampling, seed: int, index: int) -> str:
         s = json.dumps([model, prompt_hash, sampling.temperature, sampling.top_p, sampling.max_tokens,
                         list(sampling.stop), seed, index])
         return hashlib.sha256(s.encode()).hexdigest()

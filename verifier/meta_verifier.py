@@ -22,11 +22,11 @@ verifier's private reasoning (``<think>`` or ``reasoning_content``) unless
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
-from verifier.config import MetaVerifierConfig
-from verifier.engine import Engine, GenerationRequest, OpenAIEngine, SamplingConfig, base_seed
+from verifier.config import MetaVerifierConfig, Sampling
+from verifier.engine import Engine, GenerationRequest, OpenAIEngine, base_seed
 from verifier.errors import InputError
 from verifier.parser import parse_meta_completion
 from verifier.records import (
@@ -108,7 +108,7 @@ class LLMMetaVerifier:
     """The B.3 meta-verification prompt on an engine, parsed by the one parser."""
 
     engine: Engine
-    sampling: SamplingConfig = SamplingConfig(temperature=0.0, max_tokens=512)
+    sampling: Sampling = field(default_factory=lambda: Sampling(temperature=0.0, max_tokens=512))
     run_seed: int = 0
     show_reasoning: bool = False  # also show the verifier's private reasoning (default: rationale only, B.3)
     template: str = "meta_verify"  # B.3 against the expert annotation; meta_verify_analysis: without one
@@ -139,6 +139,6 @@ def make_meta_verifier(cfg: MetaVerifierConfig, key: str = "meta.kind") -> MetaV
     if cfg.kind == "llm":
         # endpoint.max_tokens, when set, is the judge's budget (OpenAIEngine); else max_tokens
         return LLMMetaVerifier(OpenAIEngine(cfg.endpoint),
-                               SamplingConfig(temperature=cfg.temperature, max_tokens=cfg.max_tokens), cfg.run_seed,
+                               Sampling(temperature=cfg.temperature, max_tokens=cfg.max_tokens), cfg.run_seed,
                                show_reasoning=cfg.show_reasoning, template=cfg.template)
     raise InputError(f"unknown meta judge {cfg.kind!r}: {key} must be rule or llm")

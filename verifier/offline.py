@@ -25,7 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from verifier.engine import Completion, GenerationRequest, SamplingConfig
+from verifier.config import Sampling
+from verifier.engine import Completion, GenerationRequest
 from verifier.errors import InputError
 
 _UNITS = {"k": 10**3, "m": 10**6, "g": 10**9, "ki": 2**10, "mi": 2**20, "gi": 2**30}
@@ -125,7 +126,7 @@ class VLLMOfflineEngine:
         text = self._tok.apply_chat_template(req.messages, tokenize=False, add_generation_prompt=True)
         return list(self._tok(text, add_special_tokens=False)["input_ids"])
 
-    def _params(self, req: GenerationRequest, sampling: SamplingConfig):
+    def _params(self, req: GenerationRequest, sampling: Sampling):
         # lazy: vLLM is optional (the [cpu]/[gpu] extras) and slow to import
         from vllm import SamplingParams
 
@@ -150,7 +151,7 @@ class VLLMOfflineEngine:
                              f"(have {self.model!r} and adapters {sorted(self._loras)})")
         return self._loras[name]
 
-    def generate(self, requests: Sequence[GenerationRequest], sampling: SamplingConfig,
+    def generate(self, requests: Sequence[GenerationRequest], sampling: Sampling,
                  progress: bool = False) -> list[list[Completion]]:
         out: list[list[Completion] | None] = [None] * len(requests)
         prompts, params, loras, where = [], [], [], []
@@ -188,7 +189,7 @@ class VLLMOfflineEngine:
                                  for o in outs]
         return out  # type: ignore[return-value]
 
-    async def agenerate(self, requests: Sequence[GenerationRequest], sampling: SamplingConfig,
+    async def agenerate(self, requests: Sequence[GenerationRequest], sampling: Sampling,
                         progress: bool = False) -> list[list[Completion]]:
         return await asyncio.to_thread(self.generate, requests, sampling, progress)
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from verifier.engine import EndpointConfig
+from verifier.config import EndpointConfig
 
 POOL_RULES = ("all", "majority")
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -456,28 +456,40 @@ def _get(cfg: Any, key: str, default: Any = None) -> Any:
     return getattr(cfg, key, default)
 
 
-def init_run(wandb_cfg: Any, config: Mapping[str, Any] | None, out_dir: str | os.PathLike,
-             job_type: str = "eval", group: str | None = None):
-    """Start a W&B run (``wandb_cfg``: any object or dict with project/entity/group/name/mode/dir/tags;
-    ``group`` wins over its ``group``)."""
+def init_run(wandb_cfg: Any, config: Any, out_dir: str | os.PathLike, job_type: str = "eval",
+             group: str | None = None, *, name: str | None = None, tags: Sequence[str] = (),
+             run_id: str | None = None, mode: str | None = None, console: bool = False):
+    """Start a W&B run: the one place a run of any command starts (evaluations, ``eval.report``, SFT and GRPO
+    training through ``training.tracking.start_run``).
+
+    ``wandb_cfg``: any object or dict with project/entity/group/name/mode/dir/tags; ``group`` wins over its
+    ``group``; ``name`` is the default when it names none; ``tags`` are added to its tags; ``mode`` wins over its
+    mode (else ``resolve_mode``: offline without WANDB_API_KEY). ``config`` (a mapping or a dataclass) and the
+    name are redacted: no API key reaches W&B. ``run_id``: the run to continue (a resumed training run).
+    ``console``: W&B captures the console and prints its own lines (training); off for evaluations."""
     # lazy: wandb takes seconds to import; only a run that logs needs it
     import wandb
 
     d = Path(_get(wandb_cfg, "dir") or Path(out_dir))
     d.mkdir(parents=True, exist_ok=True)
-    return wandb.init(
+    run_name = _get(wandb_cfg, "name") or name
+    kwargs: dict[str, Any] = dict(
         project=_get(wandb_cfg, "project", "proofverifier"),
         entity=_get(wandb_cfg, "entity"),
         group=group or _get(wandb_cfg, "group"),
-        name=_get(wandb_cfg, "name"),
-        tags=list(_get(wandb_cfg, "tags") or []),
-        mode=resolve_mode(_get(wandb_cfg, "mode")),
+        name=None if run_name is None else redact(str(run_name)),
+        tags=list(_get(wandb_cfg, "tags") or []) + list(tags),
+        mode=mode or resolve_mode(_get(wandb_cfg, "mode")),
         dir=str(d),
         job_type=job_type,
-        config=redact(dict(config or {})),  # no API key reaches W&B
+        config=redact(config if is_dataclass(config) else dict(config or {})),  # no API key reaches W&B
         reinit="finish_previous",
-        settings=wandb.Settings(silent=True, console="off"),
     )
+    if run_id is not None:
+        kwargs.update(id=run_id, resume="allow")
+    if not console:
+        kwargs["settings"] = wandb.Settings(silent=True, console="off")
+    return wandb.init(**kwargs)
 
 
 def flat_metrics(doc: Mapping[str, Any], prefix: str = "") -> dict[str, float]:

@@ -52,7 +52,8 @@ from tqdm.auto import tqdm
 
 from verifier.aggregate import AggregationPolicy, aggregate, decided
 from verifier.budget import check_budget
-from verifier.engine import Completion, Engine, GenerationRequest, SamplingConfig, base_seed, run_sync
+from verifier.config import Sampling
+from verifier.engine import Completion, Engine, GenerationRequest, base_seed, run_sync
 from verifier.errors import InputError
 from verifier.io import JsonlAppender, iter_jsonl, truncate_partial_last_line, write_jsonl
 from verifier.judging import JudgeConfig, PassCache, engine_fingerprint, wave_plan
@@ -76,7 +77,7 @@ class _Batcher:
     """Per-request submission on top of a batch-only engine (``agenerate``): requests that are
     submitted while a batch runs form the next batch (e.g. the vLLM offline engine)."""
 
-    def __init__(self, engine: Engine, sampling: SamplingConfig):
+    def __init__(self, engine: Engine, sampling: Sampling):
         self.engine, self.sampling = engine, sampling
         self.queue: list[tuple[GenerationRequest, asyncio.Future]] = []
         self.task: asyncio.Task | None = None
@@ -108,7 +109,7 @@ class _Batcher:
 
 
 @contextlib.asynccontextmanager
-async def _submitter(engine: Engine, sampling: SamplingConfig):
+async def _submitter(engine: Engine, sampling: Sampling):
     if hasattr(engine, "session"):
         async with engine.session(sampling) as submit:  # type: ignore[attr-defined]
             yield submit
@@ -168,7 +169,7 @@ def _aggregable(outputs: Sequence[Any]) -> bool:
 
 
 async def judge_item(item: Item, submit: Submit, cfg: JudgeConfig, policy: AggregationPolicy,
-                     sampling: SamplingConfig, fingerprint: str, cache: PassCache | None) -> Judgment:
+                     sampling: Sampling, fingerprint: str, cache: PassCache | None) -> Judgment:
     """The passes of one item: pass cache hits, then engine requests wave by wave (early stop)."""
     messages = as_messages(item.prompt)
     phash = hashlib.sha256(item.prompt.encode()).hexdigest()

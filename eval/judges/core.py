@@ -20,7 +20,8 @@ from typing import Any
 
 from verifier import parser as _parser
 from verifier.aggregate import AggregationPolicy
-from verifier.engine import Completion, EndpointConfig, OpenAIEngine, base_seed
+from verifier.config import EndpointConfig
+from verifier.engine import Completion, OpenAIEngine, base_seed
 from verifier.errors import InputError
 from verifier.judging import JudgeConfig
 from verifier.records import ParseStatus
