@@ -74,7 +74,7 @@ def count(run: Run, train_items: Sequence[Any], eval_items: Sequence[Any]) -> No
     """Log and record how many training and held-out items the run has; no held-out item with the evaluation
     on stops the run (it would write no metrics)."""
     cfg = run.cfg
-    log.info("%s: %d training and %d held-out items", cfg.experiment_name, len(train_items), len(eval_items))
+    log.info("%s: %d training and %d held-out trajectories", cfg.experiment_name, len(train_items), len(eval_items))
     if cfg.eval.enabled and not eval_items:
         raise ladder.LadderConfigError(f"{cfg.experiment_name}: no held-out trajectories (data.eval_path="
                                        f"{cfg.data.eval_path}); the run would write no metrics. Fix the data or "
