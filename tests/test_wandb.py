@@ -53,12 +53,12 @@ def captured(monkeypatch):
 def _start_all(sft, grpo, report, calls):
     from eval.report import run as report_run
     from training import sft as sft_mod
-    from training.tracking import init_wandb
+    from training.tracking import init_wandb, run_name
 
     for cfg in (sft, grpo):
         Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
     sft_mod.init_wandb(sft, Path(sft.output_dir))
-    init_wandb(grpo, Path(grpo.output_dir), is_main=True)
+    init_wandb(grpo, Path(grpo.output_dir), is_main=True, name=run_name(grpo))
     report_run(report)
     assert [c["job_type"] for c in calls] == ["sft", "grpo", "report"]
     return calls
@@ -108,6 +108,6 @@ def test_wandb_off_starts_nothing(tmp_path, captured):
     from training.tracking import init_wandb
 
     sft, grpo, report = _configs(tmp_path, "wandb.enabled=false")
-    assert sft_mod.init_wandb(sft, Path(tmp_path)) is None and init_wandb(grpo, Path(tmp_path), True) is None
+    assert sft_mod.init_wandb(sft, Path(tmp_path)) is None and init_wandb(grpo, Path(tmp_path), True, "g") is None
     report_run(report)
     assert captured == []

@@ -55,7 +55,8 @@ def start_run(settings: WandbConfig, out: Path, *, name: str, tags: list[str], c
                     name=name, tags=tags, run_id=run_id, mode=mode, console=True)
 
 
-def init_wandb(cfg: GRPORunConfig, out: Path, is_main: bool):
-    """Start (or, on resume, continue) the W&B run of a ladder row; TRL's callback then logs into it."""
-    return start_run(cfg.wandb, out, name=run_name(cfg), tags=[cfg.experiment_name], config=cfg, job_type="grpo",
+def init_wandb(cfg: GRPORunConfig, out: Path, is_main: bool, name: str):
+    """Start (or, on resume, continue) the W&B run ``name`` (:func:`run_name`) of a ladder row; TRL's callback
+    then logs into it."""
+    return start_run(cfg.wandb, out, name=name, tags=[cfg.experiment_name], config=cfg, job_type="grpo",
                      is_main=is_main, resume=cfg.resume)

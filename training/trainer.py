@@ -1,5 +1,6 @@
 """The GRPO trainer: ``trl.GRPOConfig`` from a run config, the ``trl.GRPOTrainer`` with its rewards and
-callbacks, and the training loop of every rank (resume, final weights, reward summary).
+callbacks (:func:`grpo_trainer`, whatever the rows and rewards; :func:`build_trainer`: the verifier's), and the
+training loop of every rank (resume, final weights, the recipe's reward summary).
 
 torch, TRL, transformers, accelerate and datasets are imported where they are used (seconds to import: the
 config and scale checks before a run stay fast); vLLM only on the colocate path (optional).
@@ -13,7 +14,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from data_pipeline.grpo_dataset import build_grpo_dataset
 from training import phase_times, skip_steps, vllm_sync
@@ -21,10 +22,7 @@ from training.config import GRPORunConfig
 from training.data import truncate_prompts
 from training.diagnostics import attach_kl_to_init
 from training.model import load_model, save_final
-from training.prover_reward import build_prover_reward, problem_rows
-from training.prover_reward import summary as prover_summary
 from training.rewards import CompletionReader, build_reward_funcs
-from training.tracking import run_name
 from verifier.errors import InputError
 from verifier.templates import as_messages, verification_prompt
 
@@ -82,14 +80,16 @@ def _cpu_multiprocess_args() -> dict[str, Any]:
     return {"ddp_backend": "gloo", "use_cpu": True}
 
 
-def grpo_config(cfg: GRPORunConfig, out: Path, reward_weights: list[float], report_wandb: bool):
+def grpo_config(cfg: GRPORunConfig, out: Path, reward_weights: list[float], report_wandb: bool,
+                name: str | None = None):
+    """TRL's ``GRPOConfig`` of a run; ``name``: the run's name (``training.recipe.Run.name``; None: TRL's default)."""
     # lazy: TRL takes seconds to import (torch, transformers); only a training run needs it
     from trl import GRPOConfig
 
     g = cfg.grpo
     kw: dict[str, Any] = dict(
         output_dir=str(out),
-        run_name=run_name(cfg),
+        run_name=name,
         max_steps=g.max_steps,
         num_train_epochs=g.num_train_epochs,
         per_device_train_batch_size=g.per_device_train_batch_size,
@@ -192,33 +192,31 @@ def rank_log_callback(out: Path, reward_funcs: list):
     return RankLog()
 
 
-def build_trainer(cfg: GRPORunConfig, out: Path, train_trajs, report_wandb: bool = False):
-    """(trainer, reward funcs, peft config or None, tokenizer): the ``trl.GRPOTrainer`` of a run, not yet trained."""
-    # lazy: TRL takes seconds to import (torch, transformers); only a training run needs it
-    from trl import GRPOTrainer
-
+def build_trainer(cfg: GRPORunConfig, out: Path, train_trajs, report_wandb: bool = False, name: str | None = None):
+    """(trainer, reward funcs, peft config or None, tokenizer): the verifier's ``trl.GRPOTrainer``, not yet trained:
+    verification prompts of the trajectories, the rewards of ``training/rewards.py``."""
     model, tokenizer, peft_config = load_model(cfg.model, cfg.init_from)
-    dataset = None
-    if cfg.prover.enabled:  # prover GRPO: rows are problems, the reward is the served verifier's acceptance
-        # lazy: datasets takes seconds to import; only the prover's problem rows need it here
-        from datasets import Dataset
-
-        dataset = Dataset.from_list(problem_rows(train_trajs, cfg.prover.template))
-    else:
-        dataset = build_grpo_dataset(train_trajs, with_reference=cfg.data.with_reference)
-    if cfg.data.prompt_template != "verify" and not cfg.prover.enabled:
+    dataset = build_grpo_dataset(train_trajs, with_reference=cfg.data.with_reference)
+    if cfg.data.prompt_template != "verify":
         prompts = [as_messages(verification_prompt(t, cfg.data.with_reference, template=cfg.data.prompt_template))
                    for t in train_trajs]
         dataset = dataset.remove_columns("prompt").add_column("prompt", prompts)
-    dataset = truncate_prompts(dataset, tokenizer, cfg.grpo.max_prompt_length)
     # the rewards read completions as evaluation does: cut at max_completion_length without EOS = truncated
     reader = CompletionReader.for_tokenizer(tokenizer, getattr(model, "generation_config", None),
                                             cfg.grpo.max_completion_length)
-    if cfg.prover.enabled:
-        funcs, weights = build_prover_reward(cfg.prover)
-    else:
-        funcs, weights = build_reward_funcs(cfg.reward, reader)
-    args = grpo_config(cfg, out, weights, report_wandb=report_wandb)
+    funcs, weights = build_reward_funcs(cfg.reward, reader)
+    return grpo_trainer(cfg, out, model, tokenizer, peft_config, dataset, funcs, weights, report_wandb, name)
+
+
+def grpo_trainer(cfg: GRPORunConfig, out: Path, model, tokenizer, peft_config, dataset, funcs: list,
+                 weights: list[float], report_wandb: bool = False, name: str | None = None):
+    """(trainer, reward funcs, peft config or None, tokenizer): the ``trl.GRPOTrainer`` of a recipe's loaded model,
+    prompt rows (cut to ``grpo.max_prompt_length``) and reward functions, with the callbacks of every run."""
+    # lazy: TRL takes seconds to import (torch, transformers); only a training run needs it
+    from trl import GRPOTrainer
+
+    dataset = truncate_prompts(dataset, tokenizer, cfg.grpo.max_prompt_length)
+    args = grpo_config(cfg, out, weights, report_wandb=report_wandb, name=name)
     trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=args, train_dataset=dataset,
                           processing_class=tokenizer, peft_config=peft_config,
                           callbacks=[rank_log_callback(out, funcs)])
@@ -231,9 +229,22 @@ def build_trainer(cfg: GRPORunConfig, out: Path, train_trajs, report_wandb: bool
     return trainer, funcs, peft_config, tokenizer
 
 
-def train(cfg: GRPORunConfig, out: Path, train_trajs, run) -> dict[str, Any]:
-    """Run GRPO on every rank and save the final weights; returns the training summary (``final``: the
-    checkpoint directory the held-out evaluation loads)."""
+def meta_reward_summary(funcs: list) -> dict[str, Any]:
+    """The training summary's block of the verifier's meta-verifier reward (totals on this rank; {}: none)."""
+    meta = next((f for f in funcs if hasattr(f, "total")), None)
+    if meta is None:
+        return {}
+    t = meta.total
+    return {"meta_reward": {"completions": t.n, "unparseable": t.n_unparseable, "truncated": t.n_truncated,
+                            "judged": t.n_judged, "judge_failed": t.n_failed, "grades": dict(t.grades),
+                            "judge_latency_s_total": round(t.latency_s, 3)}}
+
+
+def train(cfg: GRPORunConfig, out: Path, build: Callable[..., tuple], run,
+          reward_summary: Callable[[list], dict[str, Any]]) -> dict[str, Any]:
+    """Run GRPO on every rank with the trainer ``build(report_wandb=...)`` makes (:func:`build_trainer`, the
+    prover's) and save the final weights; returns the training summary (``final``: the checkpoint directory the
+    held-out evaluation loads), with ``reward_summary(reward funcs)`` in it."""
     resume_from = None
     if cfg.resume:
         resume_from = last_checkpoint(out)
@@ -245,21 +256,12 @@ def train(cfg: GRPORunConfig, out: Path, train_trajs, run) -> dict[str, Any]:
             f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {msg}\n")
         if run is not None and resume_from is not None:
             run.summary["resumed_from_checkpoint"] = resume_from.name
-    trainer, funcs, peft_config, tokenizer = build_trainer(cfg, out, train_trajs, report_wandb=run is not None)
+    trainer, funcs, peft_config, tokenizer = build(report_wandb=run is not None)
     result = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
     final = save_final(trainer, tokenizer, out, cfg, lora=peft_config is not None)
-    meta = next((f for f in funcs if hasattr(f, "total")), None)
     summary = {"global_step": trainer.state.global_step, "train_loss": result.training_loss,
                "resumed_from": resume_from.name if resume_from else None, "final": str(final),
-               "log_history": trainer.state.log_history}
-    if cfg.prover.enabled:
-        summary["prover_reward"] = prover_summary(funcs)
-    elif meta is not None:
-        t = meta.total
-        summary["meta_reward"] = {"completions": t.n, "unparseable": t.n_unparseable,
-                                  "truncated": t.n_truncated, "judged": t.n_judged,
-                                  "judge_failed": t.n_failed, "grades": dict(t.grades),
-                                  "judge_latency_s_total": round(t.latency_s, 3)}
+               "log_history": trainer.state.log_history, **reward_summary(funcs)}
     del trainer  # free the training copy before vLLM loads the checkpoint
     _free_memory()
     return summary
