@@ -117,7 +117,10 @@ def _overrides(argv: list[str], cfg: BenchConfig) -> BenchConfig:
         if k not in fields:
             raise SystemExit(f"unknown option {k!r}; known: {', '.join(fields)}")
         typ = type(getattr(cfg, k))
-        kw[k] = typ(v) if typ is not bool else v.lower() in ("1", "true", "yes")
+        try:
+            kw[k] = typ(v) if typ is not bool else v.lower() in ("1", "true", "yes")
+        except ValueError:
+            raise SystemExit(f"option {k}={v!r}: expected {typ.__name__}") from None
     cfg = dataclasses.replace(cfg, **kw)
     bad = [a for a in cfg.arms.split(",") if a not in ARMS]
     if bad or ("pess8" not in cfg.arms.split(",") and cfg.arms != "gold"):

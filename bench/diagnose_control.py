@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -67,8 +68,6 @@ def parse(argv: list[str]) -> tuple[BenchConfig, dict[str, str]]:
 def main(argv: list[str] | None = None) -> None:
     cfg, own = parse(sys.argv[1:] if argv is None else argv)
     every, n_dev, from_step = int(own["every"]), int(own["n_problems"]), int(own["from_step"])
-    import os
-
     import torch
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))

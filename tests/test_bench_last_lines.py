@@ -73,7 +73,8 @@ def test_bench_prover_control_alone_pools_seeds_and_prints_nan_for_pess8():
     cfg = _overrides(["arms=gold", "gold_seeds=0,1,2", "eval_proofs=2"], BenchConfig())
     assert _overrides(["arms=pess8,pool", "pool_size=2"], BenchConfig()).pool_size == 2
     for bad in (["arms=pass1"], ["arms=gold", "gold_seeds=0,0"], ["gold_seeds=a"], ["eval_proofs=0"],
-                ["arms=pess8,pool", "pool_size=3"], ["arms=pess8,pool", "pool_size=1"], ["prover_sft_checkpoint=3000"]):
+                ["arms=pess8,pool", "pool_size=3"], ["arms=pess8,pool", "pool_size=1"], ["prover_sft_checkpoint=3000"],
+                ["grpo_steps=many"]):
         with pytest.raises(SystemExit):
             _overrides(bad, BenchConfig())
     before = {"per_proof": {f"p{i}/{j}": [int(i == 0), 0] for i in range(4) for j in range(2)}}
@@ -89,6 +90,27 @@ def test_bench_prover_control_alone_pools_seeds_and_prints_nan_for_pess8():
     line = key_values(line_values({"rows": {"before": {"true_acc": 0.25}, "gold": row}}))
     assert line == ("true_acc_before=0.2500 true_acc_after=nan accept_after=nan hacking_rate=nan "
                     "gold_reward_true_acc_after=0.5000 refine_gain=nan")
+
+
+def test_diagnose_control_options_and_last_line():
+    """``make diagnose-control``: its own options are checked in one line; the last line names the chosen warm start
+    and learning rate and that run's dev true rate before and after, with the gain's lower CI bound."""
+    import pytest
+
+    from bench.diagnose_control import LINE_FORMATS, line_values, parse
+
+    cfg, own = parse(["lrs=3e-5,1e-4", "grpo_batch=128"])
+    assert cfg.grpo_batch == 128 and own["lrs"] == "3e-5,1e-4" and cfg.out == "runs/diagnose_control"
+    for bad in (["every=x"], ["lrs=fast"], ["from_step=0"], ["n_problems=4"], ["nope=1"]):
+        with pytest.raises(SystemExit):
+            parse(bad)
+    doc = {"sft": [{"step": 800, "dev_true": 0.039}, {"step": 1200, "dev_true": 0.4349}],
+           "lrs": [{"lr": 1e-4, "dev_true_after": 0.47, "dev_gain": 0.036, "ci": [-0.026, 0.104]},
+                   {"lr": 3e-5, "dev_true_after": 0.5104, "dev_gain": 0.0755, "ci": [0.0312, 0.13]}],
+           "chosen": {"sft_steps": 1200, "lr": 3e-5}, "seconds": 313}
+    assert key_values(line_values(doc), formats=LINE_FORMATS) == (
+        "control_sft_steps=1200 control_lr=3e-05 dev_true_before=0.4349 dev_true_after=0.5104 dev_gain=0.0755 "
+        "dev_gain_ci_low=0.0312 seconds=313")
 
 
 def test_the_inline_last_lines_keep_their_formats():
@@ -114,7 +136,7 @@ def test_every_bench_prints_its_last_line_through_bench_common():
 
     bench = Path(__file__).resolve().parents[1] / "bench"
     for name in ("bench_judge", "bench_ladder", "bench_learning", "bench_nemo_reward", "bench_prover", "bench_reward",
-                 "bench_select", "bench_train", "diagnose_prover", "ladder_report", "step_rule"):
+                 "bench_select", "bench_train", "diagnose_prover", "diagnose_control", "ladder_report", "step_rule"):
         text = (bench / f"{name}.py").read_text()
         assert "from bench.common import" in text, name
         assert 'os.environ.setdefault("OMP_NUM_THREADS"' not in text, name
