@@ -199,14 +199,18 @@ def test_killed_half_way_resumes_without_redoing_stages(two_rounds, tiny_model, 
     p.wait()
     assert not (out / "round_1" / "heldout.json").exists()
     assert (out / "round_0").is_symlink()  # round 0 shared with the 2-round loop (same round-0 settings)
-    done = {s: (out / "round_1" / s / "loop_done.json").stat().st_mtime_ns for s in ("proofs", "selection")}
+    # the kill lands at or after selection; a fast stage (autolabel, augment) may have finished before it did
+    stages = ("proofs", "selection", "annotate", "augment", "verifier", "prover", "heldout")
+    done = {s: (out / "round_1" / s / "loop_done.json").stat().st_mtime_ns for s in stages
+            if (out / "round_1" / s / "loop_done.json").is_file()}
+    assert {"proofs", "selection"} <= set(done) and "heldout" not in done, done
     r = subprocess.run([sys.executable, "-c", SCRIPT], cwd=REPO, env=env, capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     for s in ("prover_sft", "verifier", "prover", "heldout"):
         assert f"round 0 {s}: resumed" in r.stdout, r.stdout[-2000:]
-    assert "round 1 proofs: resumed" in r.stdout and "round 1 selection: resumed" in r.stdout
-    assert "round 1 augment: done" in r.stdout and "round 1 heldout: done" in r.stdout
+    for s in stages:
+        assert f"round 1 {s}: {'resumed' if s in done else 'done'}" in r.stdout, (s, r.stdout[-2000:])
     assert {s: (out / "round_1" / s / "loop_done.json").stat().st_mtime_ns for s in done} == done  # not redone
     assert (out / "round_1" / "heldout.json").is_file() and (out / "report.md").is_file()
     ann = json.loads((out / "round_1" / "annotate" / "result.json").read_text())
