@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 # (OMP_NUM_THREADS=1), so the second core takes the next file. TEST_WORKERS=0 runs them serially.
 TEST_WORKERS ?= 2
 
-.PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-learning-loc bench-reward bench-train bench-prover bench-ladder bench-loop diagnose-prover diagnose-control clean browser-deps label-studio peer-deps
+.PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-learning-loc bench-reward bench-train bench-prover bench-ladder bench-loop diagnose-prover diagnose-control diagnose-autolabel clean browser-deps label-studio peer-deps
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -107,6 +107,11 @@ diagnose-prover: install
 diagnose-control: install
 	$(PY) bench/diagnose_control.py prover_sft_steps=2000 every=400 from_step=800 lrs=1e-4,3e-4,1e-3,3e-3 grpo_batch=32 grpo_steps=48
 	$(PY) bench/diagnose_control.py prover_sft_steps=2000 every=400 from_step=800 lrs=3e-5,1e-4 grpo_batch=128 grpo_steps=24
+
+# The loop's expert-free labels against exact truth (reports/autolabel_2026-12-07_against_truth.md): needs
+# `make bench-ladder`'s candidate pool and warm-start verifier under runs/bench_ladder (~15 min here).
+diagnose-autolabel: install
+	$(PY) bench/diagnose_autolabel.py
 
 # Judgment browser (eval/browse.py): Debian's chromium for the headless-browser tests, and KaTeX
 # vendored from the npm registry (copied into every site at build time; never fetched at view time).

@@ -217,6 +217,29 @@ def measure(labels: Mapping[str, tuple[str, int]], truth: Mapping[str, tuple[boo
             "confusion": {k: c[k] for k in ("tp", "fp", "fn", "tn")}, "exact_first_step_of": c["step_known"]}
 
 
+# one row per proof: [proofs, labelled, tp, fp, fn, tn, truly_invalid, step_known, step_exact]
+MEASURE_COLUMNS = ("proofs", "labelled", "tp", "fp", "fn", "tn", "truly_invalid", "step_known", "step_exact")
+
+
+def measure_row(label: tuple[str, int], truth: tuple[bool, int]) -> list[int]:
+    """One proof's counts (``MEASURE_COLUMNS``) of its label against exact truth: what ``measure`` sums, kept per
+    proof so that a bootstrap can resample problems.
+
+    >>> measure_row(("invalid", 2), (False, 2)), measure_row(("undecided", -1), (True, -1))
+    ([1, 1, 1, 0, 0, 0, 1, 1, 1], [1, 0, 0, 0, 0, 0, 0, 0, 0])
+    """
+    decision, step = label
+    true_valid, true_step = truth
+    row = dict.fromkeys(MEASURE_COLUMNS, 0)
+    row["proofs"], row["truly_invalid"] = 1, int(not true_valid)
+    if decision in ("valid", "invalid"):
+        row["labelled"] = 1
+        row[("t" if (decision == "invalid") != true_valid else "f") + ("p" if decision == "invalid" else "n")] = 1
+        if decision == "invalid" and not true_valid and true_step >= 0:
+            row["step_known"], row["step_exact"] = 1, int(step == true_step)
+    return [row[c] for c in MEASURE_COLUMNS]
+
+
 def synthetic_truth(t: ProofTrajectory) -> tuple[bool, int] | None:
     """(valid, first wrong step) of a proof of a synthetic problem by the exact checker; None for another problem."""
     c = check_proof(t.problem, t.proof_steps)
