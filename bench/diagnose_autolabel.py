@@ -215,7 +215,8 @@ def main(argv: list[str]) -> None:
                               run_seed=cfg.seed),
             meta=MetaVerifierConfig(kind="llm", endpoint=ep, temperature=1.0, template="meta_verify_analysis",
                                     max_tokens=cfg.meta_max_tokens, run_seed=cfg.seed),
-            n=cfg.n, m=cfg.m, k=cfg.k, truth="synthetic", progress=cfg.progress))
+            n=cfg.n, m=cfg.m, k=cfg.k, truth="synthetic", progress=cfg.progress,
+            meta_probe=0))  # the meta-verifier's grades are what is measured here: never refused
     finally:
         if server is not None:
             server.stop()

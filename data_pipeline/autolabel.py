@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,7 +59,7 @@ from verifier.meta_verifier import MetaVerifier, make_meta_verifier
 from verifier.outputs import holds_output
 from verifier.records import (NO_STEP, Annotation, MetaGrade, ParseStatus, ProofTrajectory, RecordError, Verdict,
                               VerificationOutput)
-from verifier.runner import judge, read_judgments
+from verifier.runner import done_ids, judge, read_judgments
 from verifier.templates import meta_verification_prompt
 
 UNDECIDED_REASONS = ("too_few_valid", "meta_failed", "too_long", "request_failed")
@@ -85,6 +85,8 @@ class AutolabelConfig:
     k_of: str = "valid"  # valid: k of all valid analyses | lowest_score: k of the lowest-scoring ones
     cache: str | None = None  # SQLite pass cache of the verifier passes (verifier.judging.PassCache)
     truth: str = "none"  # none | synthetic (data_pipeline.synthetic_check) | annotation: measure the labels
+    meta_probe: int = 8  # judge these first proofs, then refuse a meta-verifier that does not grade (0: off)
+    max_meta_failed: float = 0.5  # the probe's share of meta-verifications without a grade allowed
     progress: bool = True
 
 
@@ -342,6 +344,30 @@ def check_config(cfg: AutolabelConfig) -> None:
     cfg.judge.aggregation()  # judge.step_rule / policy checks
 
 
+def check_meta_grades(rows: Iterable[Mapping[str, Any]], cfg: AutolabelConfig) -> dict[str, int]:
+    """The meta-verifier must grade: of the meta-verifications in ``rows`` (the probe's first ``meta_probe``
+    proofs), at most ``max_meta_failed`` may come back without a grade. Otherwise every rejecting analysis is
+    unconfirmed, and the only labels left are "valid" by unanimous acceptance: the labels that teach a verifier
+    to accept false proofs. One error naming the meta-verifier and the statuses; returns the counts."""
+    c: Counter = Counter()
+    for row in rows:
+        for grades in row.get("analysis_meta") or []:
+            for g in grades or []:
+                c["meta-verifications"] += 1
+                if _grade(g) is None:
+                    c["no grade"] += 1
+                    c[f"status:{(g or {}).get('status') or 'failed'}"] += 1
+    n, bad = c["meta-verifications"], c["no grade"]
+    if n and bad > cfg.max_meta_failed * n:
+        why = ", ".join(f"{k[7:]} {v}" for k, v in sorted(c.items()) if k.startswith("status:"))
+        raise InputError(f"autolabel: the meta-verifier {meta_name(cfg)!r} gave no grade for {bad} of {n} "
+                         f"meta-verifications of the first {cfg.meta_probe} proofs ({why}), more than "
+                         f"max_meta_failed={cfg.max_meta_failed}: it is not trained for meta.template="
+                         f"{cfg.meta.template} or meta.max_tokens={cfg.meta.max_tokens} is too small; its labels "
+                         "would rest on unanimous acceptance alone")
+    return dict(c)
+
+
 def check_meta(cfg: AutolabelConfig, trajs: Sequence[ProofTrajectory]) -> None:
     """The meta-verifier can grade these records: ``meta.kind=rule`` (and the B.3 template) grade against an
     expert annotation, so on records without one they are refused before any request."""
@@ -405,11 +431,18 @@ def run(cfg: AutolabelConfig) -> dict[str, Any]:
     check_resume(path, cfg)
     min_grade = min_grade_of(cfg)
     cache = PassCache(cfg.cache) if cfg.cache else None
+    engine, post = OpenAIEngine(cfg.endpoint), meta_post(make_meta_verifier(cfg.meta), cfg.m)
+
+    def run_judge(items: Sequence[ProofTrajectory], desc: str) -> Any:
+        return judge(items, engine, cfg.judge, path, cache=cache, progress=cfg.progress,
+                     columns=lambda t: {"problem_id": t.problem_id, "meta_verifier": meta_name(cfg)},
+                     post=post, post_ok=graded(cfg.m), desc=desc)
+
     try:
-        res = judge(trajs, OpenAIEngine(cfg.endpoint), cfg.judge, path, cache=cache, progress=cfg.progress,
-                    columns=lambda t: {"problem_id": t.problem_id, "meta_verifier": meta_name(cfg)},
-                    post=meta_post(make_meta_verifier(cfg.meta), cfg.m), post_ok=graded(cfg.m),
-                    desc=f"autolabel: n={cfg.n} m={cfg.m}")
+        if cfg.meta_probe > 0 and len(done_ids(path)) < cfg.meta_probe:  # a fresh run: refuse a meta-verifier
+            # that gives no grade before the whole set is judged (the probe's rows are kept and resumed)
+            check_meta_grades(run_judge(trajs[:cfg.meta_probe], "autolabel: meta probe").rows.values(), cfg)
+        res = run_judge(trajs, f"autolabel: n={cfg.n} m={cfg.m}")
     finally:
         if cache is not None:
             cache.close()

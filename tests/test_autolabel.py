@@ -234,3 +234,32 @@ def test_errors_name_the_key(setup, tmp_path):
                         f"out={tmp_path / 'x'}", "n=4", "k=5"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert r.returncode == EXIT_USER_ERROR and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert "data_pipeline.autolabel: error: autolabel config, field 'k': must be between 1 and n=4, got 5" in r.stderr
+
+
+class MuteMeta:
+    """A meta-verifier never trained for the task: its answers run out of tokens, with no grade."""
+
+    def __init__(self):
+        self.calls = 0
+
+    async def agenerate(self, requests, sampling):
+        self.calls += len(requests)
+        return [[Completion("Step 0: 2 + 2 = 4, correct. Step 1", "length")] for _ in requests]
+
+
+def test_a_meta_verifier_without_grades_is_refused_after_the_probe(setup, monkeypatch):
+    """Labels from a meta-verifier that never grades would be "valid" by unanimous acceptance alone (what
+    reports/autolabel_2026-12-07_against_truth.md measured): refused after the first meta_probe proofs."""
+    cfg, trajs, *_ = setup
+    verifier = autolabel.OpenAIEngine(None)
+    mute = MuteMeta()
+    monkeypatch.setattr(meta_verifier, "OpenAIEngine", lambda ep: mute)
+    cfg.meta_probe = 6
+    with pytest.raises(InputError, match=r"meta-verifier .* gave no grade for (\d+) of \1 meta-verifications of the "
+                                         r"first 6 proofs \(truncated \1\).*meta.template=meta_verify_analysis"):
+        autolabel.run(cfg)
+    assert verifier.requests == 6 and mute.calls > 0  # the probe's proofs only: one request (n passes) each
+    assert len(read_jsonl(Path(cfg.out) / "judgments.jsonl")) == 6  # kept: a re-run resumes them
+    cfg.meta_probe = 0  # the check off: the run goes on, and every rejecting analysis stays unconfirmed
+    s = autolabel.run(cfg)
+    assert s["invalid"] == 0 and s["analyses"]["confirmed"] == 0 and s["undecided_by_reason"]["meta_failed"] > 0
