@@ -24,9 +24,17 @@ false proof, or rejects a true proof. On all proofs and on the uncertainty queue
 
 Writes OUT/autolabel/ (the labeller's files), OUT/label_quality.{json,png}; last line
 ``coverage=<r> precision_invalid=<r> recall_invalid_all=<r> precision_valid=<r> exact_first_step=<r>
-pess_precision_valid=<r> pess_exact_first_step=<r> meta_confirm_right=<r> meta_confirm_true_proof=<r> seconds=<n>``
-(the first five: ``autolabel`` on all proofs). Options as ``key=value`` (``DiagnoseAutolabelConfig``);
-``base_url=URL`` judges through a server already up (its model named ``served_name``) instead of serving.
+pess_precision_valid=<r> pess_exact_first_step=<r> meta_confirm_right=<r> meta_confirm_other_step=<r>
+meta_confirm_true_proof=<r> seconds=<n>`` (the first five: ``autolabel`` on all proofs measured). Options as
+``key=value`` (``DiagnoseAutolabelConfig``); ``base_url=URL`` judges through a server already up (its model named
+``served_name``) instead of serving.
+
+``meta_sft_steps=N analyses_from=JUDGMENTS``: a verifier that cannot meta-verify (the tiny model: it was never
+taught) is first taught to (DeepSeekMath-V2 trains one model for both): the proofs' problems are split at random
+(``meta_train_fraction``); its analyses of the first share's proofs (a previous run's judgments), graded against the
+exact checker (``training.sft.meta_sft_rows``), plus ``replay`` of its own verification SFT rows, are an SFT of
+``N`` steps from ``verifier`` (OUT/meta_sft, resumed when done); then the measurement above runs with the new
+model on the other share's proofs only.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,6 +77,17 @@ class DiagnoseAutolabelConfig:
     base_url: str | None = None  # a server already up instead of serving ``verifier``
     served_name: str = "verifier"
     progress: bool = True
+    # meta_sft_steps > 0: first teach the verifier to meta-verify (training.sft.meta_sft_rows) on its analyses of
+    # the proofs of half the problems (``analyses_from``: a previous run's OUT/autolabel/judgments.jsonl), then
+    # measure on the other half only
+    meta_sft_steps: int = 0
+    analyses_from: str | None = None
+    meta_train_fraction: float = 0.5  # of the proofs' problems (seeded split by problem)
+    replay_from: str | None = "runs/bench_ladder/verifier/sft_train.jsonl"  # verification rows kept in the mix
+    replay: int = 1200
+    style: str = "stepwise"  # the replayed verification rows' gold texts (the verifier's own SFT style)
+    meta_lr: float = 1e-3
+    meta_batch: int = 16
 
 
 def parse(argv: list[str]) -> DiagnoseAutolabelConfig:
@@ -83,10 +103,71 @@ def parse(argv: list[str]) -> DiagnoseAutolabelConfig:
                          f"fields of DiagnoseAutolabelConfig)") from None
     if not 1 <= cfg.k <= cfg.n or cfg.m < 1:
         raise SystemExit(f"diagnose-autolabel: need 1 <= k <= n and m >= 1, got n={cfg.n} m={cfg.m} k={cfg.k}")
-    for key in ("proofs", "queue") + (() if cfg.base_url else ("verifier",)):
+    if cfg.meta_sft_steps > 0 and (cfg.base_url or not cfg.analyses_from or not 0 < cfg.meta_train_fraction < 1):
+        raise SystemExit("diagnose-autolabel: meta_sft_steps>0 needs analyses_from=JUDGMENTS, no base_url, and "
+                         f"0 < meta_train_fraction < 1 (got {cfg.meta_train_fraction})")
+    for key in ("proofs", "queue", "analyses_from", "replay_from") + (() if cfg.base_url else ("verifier",)):
         if getattr(cfg, key) and not Path(getattr(cfg, key)).exists():
             raise SystemExit(f"diagnose-autolabel: {key}={getattr(cfg, key)} does not exist")
     return cfg
+
+
+def split_problems(trajs: list[Any], fraction: float, seed: int) -> tuple[set[str], set[str]]:
+    """The proofs' problems split at random (``seed``) into a meta-training share ``fraction`` and the rest."""
+    import random
+
+    problems = sorted({t.problem_id for t in trajs})
+    random.Random(seed).shuffle(problems)
+    cut = round(len(problems) * fraction)
+    return set(problems[:cut]), set(problems[cut:])
+
+
+def meta_sft(cfg: DiagnoseAutolabelConfig, trajs: list[Any], train_problems: set[str], d: Path) -> dict[str, Any]:
+    """Teach the verifier to meta-verify its own analyses: every rejecting analysis (``analyses_from``) of the
+    meta-training problems' proofs and as many accepting ones (seeded), graded against the exact checker
+    (``training.sft.meta_sft_rows``), with ``replay`` of the verifier's own SFT rows so that it keeps verifying;
+    SFT from ``verifier``. Resumed when ``d/final`` is there."""
+    import random
+
+    from datasets import Dataset
+
+    from training.config import DataConfig, ModelConfig
+    from training.sft import SFTRunConfig, meta_sft_rows, sft_dataset, sft_train
+    from verifier.formats import load_any
+    from verifier.judgment import Judgment
+    from verifier.records import Verdict
+    from verifier.results import WandbConfig
+    from verifier.runner import read_rows
+
+    done = d / "meta_sft.json"
+    if done.is_file() and (d / "final").is_dir():
+        print(f"meta-sft: resumed ({d / 'final'})", flush=True)
+        return json.loads(done.read_text())
+    by_id = {t.id: t for t in trajs if t.problem_id in train_problems}
+    rejecting, accepting = [], []
+    for pid, row in read_rows(cfg.analyses_from).items():  # type: ignore[arg-type]
+        if pid in by_id:
+            for p in Judgment.from_row(row).passes:
+                if p.ok:
+                    (rejecting if p.verdict is Verdict.INVALID else accepting).append((by_id[pid], p))
+    rng = random.Random(cfg.seed)
+    accepting = rng.sample(accepting, min(len(accepting), len(rejecting)))
+    rows = meta_sft_rows(rejecting + accepting)
+    replay = load_any(cfg.replay_from).records if cfg.replay_from else []  # type: ignore[arg-type]
+    replay = rng.sample(list(replay), min(cfg.replay, len(replay)))
+    mixed = rows + sft_dataset(replay, cfg.style, template=cfg.template).to_list()
+    rng.shuffle(mixed)
+    grades = Counter(r["completion"][0]["content"].rsplit("grade: ", 1)[1].split()[0] for r in rows)
+    final = sft_train(SFTRunConfig(
+        wandb=WandbConfig(enabled=False), output_dir=str(d), model=ModelConfig(name_or_path=cfg.verifier),
+        data=DataConfig(source="jsonl", prompt_template=cfg.template), style=cfg.style,
+        max_steps=cfg.meta_sft_steps, per_device_train_batch_size=cfg.meta_batch, learning_rate=cfg.meta_lr,
+        warmup_steps=5, max_length=640, logging_steps=25, seed=cfg.seed, gradient_accumulation_steps=1, bf16=False,
+        save_steps=0), [], dataset=Dataset.from_list(mixed))
+    info = {"verifier": str(final), "meta_rows": len(rows), "rejecting": len(rejecting), "accepting": len(accepting),
+            "replay_rows": len(replay), "grades": dict(grades), "train_problems": len(train_problems)}
+    done.write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
+    return info
 
 
 def labellings(rows: dict[str, dict[str, Any]], cfg: DiagnoseAutolabelConfig) -> dict[str, dict[str, tuple[str, int]]]:
@@ -152,6 +233,9 @@ def meta_discrimination(rows: dict[str, dict[str, Any]], truth: dict[str, tuple[
         rate = safe_ratio(s[3 + i], s[i])
         out[c] = {"analyses": int(s[i]), "confirmed": None if np.isnan(rate) else float(rate),
                   "ci": None if boot is None else percentile_ci(safe_ratio(boot[:, 3 + i], boot[:, i]))}
+    r, o = out["right"]["confirmed"], out["other_step"]["confirmed"]  # M2: the same draws for both rates
+    out["right - other_step"] = {"value": None if r is None or o is None else r - o, "ci": None if boot is None else
+                                 percentile_ci(safe_ratio(boot[:, 3], boot[:, 0]) - safe_ratio(boot[:, 4], boot[:, 1]))}
     return out
 
 
@@ -198,6 +282,12 @@ def main(argv: list[str]) -> None:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     trajs = load_any(cfg.proofs).records[:cfg.limit]
+    meta_info = None
+    if cfg.meta_sft_steps > 0:  # teach meta-verification on half the problems, measure on the other half
+        train_problems, test_problems = split_problems(trajs, cfg.meta_train_fraction, cfg.seed)
+        meta_info = meta_sft(cfg, trajs, train_problems, out / "meta_sft")
+        cfg.verifier = meta_info["verifier"]
+        trajs = [t for t in trajs if t.problem_id in test_problems]
     proofs = out / "proofs.jsonl"
     write_jsonl(proofs, [t.to_dict() for t in trajs])
     server = None
@@ -231,7 +321,7 @@ def main(argv: list[str]) -> None:
     queue_ids = ({json.loads(x)["id"] for x in Path(cfg.queue).read_text().splitlines() if x.strip()}
                  if cfg.queue else set())
     result: dict[str, Any] = {
-        "config": vars(cfg), "autolabel_summary": summary, "truth_unknown": len(trajs) - len(truth),
+        "config": vars(cfg), "meta_sft": meta_info, "autolabel_summary": summary, "truth_unknown": len(trajs) - len(truth),
         "all": measure_ci({n: labs.get(n, {}) for n in order}, truth, problems, spec, versus=("autolabel", pess)),
         "meta_discrimination": meta_discrimination({i: r for i, r in rows.items() if i in truth}, truth, problems, cfg),
     }
@@ -244,7 +334,8 @@ def main(argv: list[str]) -> None:
     a, p, md = result["all"]["autolabel"], result["all"][pess], result["meta_discrimination"]
     last_line({**{k: a[k]["value"] for k in LINE_KEYS}, "pess_precision_valid": p["precision_valid"]["value"],
                "pess_exact_first_step": p["exact_first_step"]["value"],
-               "meta_confirm_right": md["right"]["confirmed"], "meta_confirm_true_proof": md["true_proof"]["confirmed"],
+               "meta_confirm_right": md["right"]["confirmed"], "meta_confirm_other_step": md["other_step"]["confirmed"],
+               "meta_confirm_true_proof": md["true_proof"]["confirmed"],
                "seconds": int(time.monotonic() - t0)}, formats={"seconds": "d"})
 
 

@@ -13,6 +13,7 @@ completion only. The result (``DIR/final``) is the ``init_from`` of a GRPO run; 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -27,6 +28,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from data_pipeline.synthetic import gold_verification
+from data_pipeline.synthetic_check import Check, check_proof
 from training.config import DataConfig, ModelConfig
 from training.data import load_trajectories_for
 from training.model import load_model
@@ -35,9 +37,11 @@ from training.tracking import start_run, wandb_mode
 from verifier.card import VerifierCard, write_card
 from verifier.config import Sampling, hydra_main, redact
 from verifier.errors import InputError
-from verifier.parser import format_verification
+from verifier.meta_verifier import RuleMetaVerifier
+from verifier.parser import format_meta_verification, format_verification
+from verifier.records import NO_STEP, Annotation, MetaGrade, ProofTrajectory, Verdict, VerificationOutput
 from verifier.results import WandbConfig, ladder_wandb
-from verifier.templates import as_messages, verification_prompt
+from verifier.templates import as_messages, meta_verification_prompt, verification_prompt
 
 log = logging.getLogger("training.sft")
 
@@ -130,6 +134,58 @@ def sft_dataset(trajs: Sequence, style: str = "short", with_reference: bool = Fa
         "prompt": as_messages(verification_prompt(t, with_reference=with_reference, template=template)),
         "completion": [{"role": "assistant", "content": gold_text(t, style)}],
     } for t in trajs])
+
+
+def meta_gold_text(analysis: VerificationOutput, truth: Check) -> tuple[MetaGrade, str]:
+    """The gold meta-verification of one analysis of a synthetic-task proof (its grade by the rule
+    meta-verifier against the exact checker's truth, section 3.3 / B.3, and a rationale that first checks the
+    proof, then compares): what a model learns so that it can meta-verify its own analyses without an expert,
+    as DeepSeekMath-V2's verifier does (``data_pipeline.autolabel``, ``meta.template=meta_verify_analysis``).
+
+    >>> from verifier.parser import parse_verification as p, format_verification as f
+    >>> from data_pipeline.synthetic_check import check_proof
+    >>> c = check_proof("Compute 5 + 3 - 2.", ["5 + 3 = 9", "9 - 2 = 7", "So the answer is 7."])
+    >>> g, text = meta_gold_text(p(f("invalid", 1, "Step 1 is wrong.")), c)
+    >>> g.value, text
+    ('BASIC_MATCH', 'The first error is step 0: 5 + 3 = 8, not 9. The model names step 1, one step off.')
+    """
+    ann = Annotation(first_fatal_error_step=truth.step if not truth.true else NO_STEP,
+                     recoverable_error_steps=tuple(truth.recoverable), reviewer_comment=truth.reason,
+                     fatal_step_unknown=not truth.true and truth.step < 0)
+    grade = RuleMetaVerifier().grade(ProofTrajectory("m", "m", "", (), annotation=ann), analysis).grade
+    first = "Every step is correct." if truth.true else f"The first error is {truth.reason}."
+    named = analysis.first_error_step
+    if not analysis.ok:
+        why = "The model's answer has no verdict."
+    elif analysis.verdict is Verdict.VALID:
+        why = "The model accepts the proof, rightly." if truth.true else "The model accepts a proof with a fatal error."
+    elif truth.true:
+        why = f"The model rejects a correct proof at step {named}."
+    elif named == truth.step:
+        why = f"The model names step {named}, the first wrong step."
+    elif named >= 0 and abs(named - truth.step) <= 1:
+        why = f"The model names step {named}, one step off."
+    else:
+        why = f"The model names step {named}, not the first wrong step."
+    return grade, f"{first} {why}"  # type: ignore[return-value]
+
+
+def meta_sft_rows(pairs: Sequence[tuple[ProofTrajectory, VerificationOutput]],
+                  template: str = "meta_verify_analysis") -> list[dict[str, Any]]:
+    """Conversational SFT rows that teach meta-verification without an annotation: the prompt of ``template``
+    over the proof and one analysis (as the labeller renders it), the completion ``meta_gold_text`` with its
+    answer block; the proof's truth comes from the exact checker (``data_pipeline.synthetic_check``), so
+    records of other problems are refused."""
+    rows = []
+    for t, out in pairs:
+        truth = check_proof(t.problem, t.proof_steps)
+        if truth.kind == "not_a_problem":
+            raise InputError(f"record {t.id!r}, field 'problem': not a synthetic-task problem (no exact truth)")
+        grade, why = meta_gold_text(out, truth)
+        bare = dataclasses.replace(t, annotation=None)
+        rows.append({"prompt": as_messages(meta_verification_prompt(bare, out, template=template)),
+                     "completion": [{"role": "assistant", "content": format_meta_verification(grade, why)}]})
+    return rows
 
 
 def init_wandb(cfg: SFTRunConfig, out: Path):
