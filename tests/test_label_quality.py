@@ -78,3 +78,23 @@ def test_options_are_one_line_errors(tmp_path):
     r = subprocess.run([sys.executable, "bench/diagnose_autolabel.py", "n=abc"], cwd=REPO, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode != 0 and "Traceback" not in r.stderr and "diagnose-autolabel:" in r.stderr, r.stderr[-1500:]
+
+
+def test_meta_sft_rows_render_like_the_labeller_and_grade_by_the_rule():
+    """The meta-verification rows: the labeller's prompt (no annotation shown) and the rule's grade against the
+    exact checker; a record without exact truth is refused."""
+    from training.sft import meta_sft_rows
+    from verifier.parser import format_verification, parse_verification
+    from verifier.records import Annotation, ProofTrajectory
+
+    t = ProofTrajectory("p1", "q1", "Compute 5 + 3 - 2.", ("5 + 3 = 9", "9 - 2 = 7", "So the answer is 7."),
+                        annotation=Annotation(reviewer_comment="SECRET-GOLD", first_fatal_error_step=0))
+    outs = [parse_verification(format_verification(v, s, f"Step {s} is wrong.")) for v, s in
+            (("invalid", 0), ("invalid", 1), ("invalid", 2), ("valid", -1))]
+    rows = meta_sft_rows([(t, o) for o in outs])
+    grades = [r["completion"][0]["content"].rsplit("grade: ", 1)[1].split()[0] for r in rows]
+    assert grades == ["EXACT_MATCH", "BASIC_MATCH", "POOR_MATCH", "WRONG_POLARITY"]
+    prompt = rows[0]["prompt"][-1]["content"]
+    assert "SECRET-GOLD" not in prompt and "First error step named by the model: 0" in prompt
+    with pytest.raises(Exception, match="record 'x', field 'problem'"):
+        meta_sft_rows([(ProofTrajectory("x", "q", "Prove that 2 is prime.", ("It is.",)), outs[0])])
