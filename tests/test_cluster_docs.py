@@ -121,15 +121,16 @@ def _sweep_points(overrides: list[str]) -> list[list[str]]:
 def check_grpo_run(overrides: list[str], accelerate_file: str | None = None, tmp: Path | None = None):
     """Compose a GRPO command and check the values of a real-model run (``tmp``: where the verifier cards of
     ``prover.verifier_run_dir`` are written, :func:`with_cards`)."""
+    from training import grpo, prover_grpo
     from training.config import GRPORunConfig
-    from training.grpo import check_scale
     from training.scale import is_tiny_model
 
     overrides = with_cards(overrides, tmp) if tmp is not None else overrides
     cfg = _compose("grpo", GRPORunConfig, [o for o in overrides if not o.startswith(("hydra/", "hydra.", "++hydra."))])
-    check_scale(cfg)  # no ToyScaleError: a real model carries real-model values
-    if cfg.prover.enabled:
+    if cfg.prover.enabled:  # no ToyScaleError: a real model carries real-model values (each recipe's own check)
+        prover_grpo.check_scale(cfg)
         return check_prover_run(cfg, accelerate_file)
+    grpo.check_scale(cfg)
     if is_tiny_model(cfg.init_from or cfg.model.name_or_path):  # a tiny twin written out: CPU values
         if accelerate_file is not None:
             assert check_accelerate_file(accelerate_file, gpu=False)["use_cpu"] is True, accelerate_file

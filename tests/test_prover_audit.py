@@ -192,7 +192,7 @@ def test_the_exploit_audit_counts_exactly():
 
 def test_audit_config_errors(tmp_path):
     """Bad values stop before any work with one error naming the key; the YAML mirrors the dataclass."""
-    from training import preflight
+    from training import prover_grpo, recipe
     from training.config import GRPORunConfig
     from training.preflight import PreflightError
     from training.prover_reward import load_problems
@@ -213,11 +213,11 @@ def test_audit_config_errors(tmp_path):
     assert compose("grpo", GRPORunConfig, ["experiment=prover_rl"]).prover.audit == AuditConfig()  # YAML = schema
     bad = compose("grpo", GRPORunConfig, ["experiment=prover_rl", "prover.audit.every=5", "prover.audit.action=halt"])
     with pytest.raises(PreflightError, match=r"^prover\.audit\.action: expected one of warn, stop, got 'halt'$"):
-        preflight.check(bad, endpoints_too=False)
+        recipe.check_configs(bad, prover_grpo.CHECKS, endpoints_too=False)
     pool = compose("grpo", GRPORunConfig, ["experiment=prover_rl", "prover.audit.every=5", "prover.audit.judge=pool",
                                            "prover.audit.pool.verifiers=[{base_url: 'http://h:1/v1', model: v2}]"])
-    preflight.check(pool, endpoints_too=False)
-    assert ("prover.audit.pool.verifiers[0]", pool.prover.audit.pool.verifiers[0]) in preflight.endpoints(pool)
+    recipe.check_configs(pool, prover_grpo.CHECKS, endpoints_too=False)
+    assert ("prover.audit.pool.verifiers[0]", pool.prover.audit.pool.verifiers[0]) in prover_grpo.endpoints(pool)
 
     # the exact checker needs synthetic problems: said before training, naming the key
     path = tmp_path / "problems.jsonl"

@@ -133,7 +133,7 @@ def test_prover_config_errors():
 
 def test_prover_rl_experiment_composes_on_both_profiles():
     from training.config import GRPORunConfig
-    from training.grpo import check_scale
+    from training.prover_grpo import check_scale
     from training.scale import ToyScaleError
     from verifier.config import compose
 

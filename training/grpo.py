@@ -39,16 +39,23 @@ if str(REPO) not in sys.path:  # `accelerate launch training/grpo.py` puts train
     sys.path.insert(0, str(REPO))
 
 from launch.jobs import launch_job, submitit_launcher
-from training import ladder, prover_grpo, recipe
+from training import ladder, preflight, prover_grpo, recipe, scale
 from training.config import GRPORunConfig
 from training.data import load_trajectories_for
 from training.heldout import evaluate_heldout
-from training.recipe import check_scale
 from training.trainer import build_trainer, meta_reward_summary
 from verifier.card import VerifierCard, write_card
 from verifier.config import hydra_main
 
 log = logging.getLogger("training.grpo")
+
+# the verifier's start-up checks: trajectories, the meta-verifier and held-out endpoints, Table 3's base row
+CHECKS = recipe.Checks(toy_values=scale.toy_values, data_files=ladder.data_files, endpoints=preflight.endpoints)
+
+
+def check_scale(cfg: GRPORunConfig) -> None:
+    """Stop a real-model verifier run that still has tiny-profile values (``training.scale``), before anything loads."""
+    recipe.check_scale(cfg, CHECKS)
 
 
 def needed_tokens(log_history: list[dict[str, Any]], budget: int) -> int:
@@ -83,7 +90,7 @@ def run(cfg: GRPORunConfig) -> dict[str, Any]:
     """Train (unless ``train=false``) and evaluate one configuration; returns the metrics dict (main process)."""
     if cfg.prover.enabled:  # prover GRPO is its own recipe (training/prover_grpo.py): the one prover branch here
         return prover_grpo.run(cfg)
-    recipe.check(cfg)  # before anything is loaded or written (training.recipe)
+    recipe.check(cfg, CHECKS)  # before anything is loaded or written (training.recipe)
     run = recipe.open_run(cfg)  # DIR/config.json, the run name, W&B
     train_trajs, eval_trajs = load_trajectories_for(cfg.data)
     recipe.count(run, train_trajs, eval_trajs)
@@ -111,8 +118,8 @@ def main() -> None:
         cfg.overrides = _hydra_overrides()
         launcher = submitit_launcher()
         if launcher is not None:  # a sweep job: the same run, started by accelerate with the configured file
-            check_scale(cfg)  # fail in the job before starting processes
-            ladder.prepare(cfg)
+            # fail in the job before starting processes, with the configuration's recipe's checks
+            recipe.check_launch(cfg, prover_grpo.CHECKS if cfg.prover.enabled else CHECKS)
             launch_job(cfg, launcher)
             return
         run(cfg)

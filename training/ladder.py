@@ -15,8 +15,8 @@
   the starting point of every row. A real-model ``base`` row without ``init_from`` would silently evaluate
   ``model.name_or_path`` (the untrained hub model) instead, so it is an error naming ``init_from``; to mean the
   untrained model, say so: ``init_from=<model.name_or_path>``. The tiny model is exempt (tests, demos).
-* **Every data file is there.** A ``data.root``, ``data.train_path``, ``data.eval_path`` (or the prover's
-  ``prover.problems`` / ``prover.eval_problems``) that does not exist stops the run, naming the key.
+* **Every data file is there.** A ``data.root``, ``data.train_path``, ``data.eval_path`` (or the files another
+  recipe reads instead: :func:`prepare`'s ``files``) that does not exist stops the run, naming the key.
 
 A broken rule raises :class:`LadderConfigError` (a ``verifier.errors.InputError``: one message, exit code 2).
 """
@@ -28,7 +28,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from training.scale import is_tiny_model
 from verifier.errors import InputError
@@ -104,24 +104,23 @@ def check_heldout(cfg: Any) -> None:
 
 
 def data_files(cfg: Any) -> list[tuple[str, str]]:
-    """(key, path) of every data file the run will read (a prover run reads problems, not trajectories)."""
-    if cfg.prover.enabled:
-        given = [("prover.problems", cfg.prover.problems), ("prover.eval_problems", cfg.prover.eval_problems)]
-    elif cfg.data.source in ("jsonl", "processbench"):
+    """(key, path) of every trajectories file a verifier run will read."""
+    if cfg.data.source in ("jsonl", "processbench"):
         given = [("data.train_path", cfg.data.train_path), ("data.eval_path", cfg.data.eval_path)]
     else:  # synthetic: generated
         given = []
     return [(k, str(p)) for k, p in given if p]
 
 
-def check_data_files(cfg: Any) -> None:
-    """Every data file of the run exists (checked before anything is loaded); the error names the key."""
+def check_data_files(cfg: Any, files: Callable[[Any], list[tuple[str, str]]] = data_files) -> None:
+    """Every data file of the run (``files(cfg)``) exists (checked before anything is loaded); the error names
+    the key."""
     d = cfg.data
     root = d.root
     if d.source == "jsonl" and root and not Path(root).is_dir():
         raise LadderConfigError(f"data.root={root}: no such directory (the layout data_pipeline.grpo_dataset "
                                 f"writes: ROOT/<variant>/{TRAIN_FILE} and ROOT/{HELD_OUT_FILE})")
-    for key, path in data_files(cfg):
+    for key, path in files(cfg):
         if Path(path).exists():
             continue
         hint = ""
@@ -169,7 +168,7 @@ def check_thinking(cfg: Any) -> None:
 def check_base_model(cfg: Any) -> None:
     """The ``base`` row evaluates the SFT warm start (``init_from``); without it, say which model is meant."""
     if (getattr(cfg, "experiment_name", None) != "base" or cfg.train or getattr(cfg, "evaluate_run", None)
-            or cfg.init_from or cfg.prover.enabled or is_tiny_model(str(cfg.model.name_or_path))):
+            or cfg.init_from or is_tiny_model(str(cfg.model.name_or_path))):
         return
     name = cfg.model.name_or_path
     raise LadderConfigError(
@@ -208,8 +207,9 @@ def wait_for_run(run_dir: str | Path, wait_s: float, poll_s: float = 10.0) -> Pa
         time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())) or poll_s)
 
 
-def prepare(cfg: Any) -> None:
-    """Every ladder rule of a run, before any weights or data load (called by ``training.grpo.run``)."""
+def prepare(cfg: Any, files: Callable[[Any], list[tuple[str, str]]] = data_files, base_row: bool = True) -> None:
+    """Every ladder rule of a run, before any weights or data load (``training.recipe.check``): ``files`` names the
+    data files the recipe reads, ``base_row=false`` skips the rule of Table 3's ``base`` row."""
     resolve_data(cfg)
     if getattr(cfg, "evaluate_run", None):
         cfg.evaluate_run = os.path.normpath(cfg.evaluate_run)  # SWEEP/pess_ver/../pos_aug -> SWEEP/pos_aug
@@ -217,7 +217,8 @@ def prepare(cfg: Any) -> None:
         raise LadderConfigError(f"evaluate_run={cfg.evaluate_run} evaluates a finished run; set train=false "
                                 f"(it cannot also train)")
     check_variant_data(cfg)
-    check_base_model(cfg)
+    if base_row:
+        check_base_model(cfg)
     check_thinking(cfg)
-    check_data_files(cfg)
+    check_data_files(cfg, files)
     check_heldout(cfg)

@@ -12,14 +12,12 @@ validates, at start-up:
   and ``ParallelConfig`` are built with the run's values (the check that caught
   ``max_num_batched_tokens (8192) is smaller than max_model_len (16384)``).
 * every served endpoint the run will call: ``GET /v1/models`` of the meta-verifier (``reward.meta.endpoint``,
-  LLM meta judge), of the verifier under test (``eval.engine=endpoint``) and, for prover RL, of the verifier
-  and its pool (``prover.verifier``, ``prover.pool.verifiers``) and the hack audit's independent judges
-  (``prover.audit.pool.verifiers``), which must list the configured model name;
-  TRL's generation server (``grpo.vllm_mode=server``) must answer ``/health/``.
+  LLM meta judge) and of the verifier under test (``eval.engine=endpoint``), or the servers another recipe
+  names (:func:`check`'s ``servers``: the prover's verifiers, ``training.prover_grpo.endpoints``), which must
+  list the configured model name; TRL's generation server (``grpo.vllm_mode=server``) must answer ``/health/``.
 
 Before the scale check, ``training.grpo.run`` calls :func:`check_model`: it names a starting model (``init_from``,
-``model.name_or_path``) that is neither a folder here nor a hub id. A prover run's own checks
-(``ProverRLConfig.validate``) run in :func:`check` too.
+``model.name_or_path``) that is neither a folder here nor a hub id.
 A failure raises :class:`PreflightError` naming the key (a ``verifier.errors.InputError``: one message, exit
 code 2). ``preflight.enabled=false`` is not offered:
 skip the endpoint part only with ``PREFLIGHT_SKIP_ENDPOINTS=1`` (e.g. a dry composition on a login node).
@@ -32,7 +30,7 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import requests
 from huggingface_hub import try_to_load_from_cache
@@ -192,38 +190,30 @@ def check_generation_server(base_url: str) -> None:
                              f"/health/ ({type(e).__name__}: {e}); start `trl vllm-serve` first") from e
 
 
+def eval_endpoints(cfg: Any) -> list[tuple[str, Any]]:
+    """(config key, EndpointConfig) of the served model the held-out evaluation judges with (``eval.engine=endpoint``)."""
+    return [("eval.endpoint", cfg.eval.endpoint)] if cfg.eval.enabled and cfg.eval.engine == "endpoint" else []
+
+
 def endpoints(cfg: Any) -> list[tuple[str, Any]]:
-    """(config key, EndpointConfig) of every OpenAI-compatible server the run will call."""
+    """(config key, EndpointConfig) of every OpenAI-compatible server a verifier run will call."""
     out = []
-    p = cfg.prover
-    uses_meta = not p.enabled and ("meta" in (cfg.reward.components or {}) or cfg.eval.enabled)
+    uses_meta = "meta" in (cfg.reward.components or {}) or cfg.eval.enabled
     if cfg.reward.meta.kind == "llm" and uses_meta:
         out.append(("reward.meta.endpoint", cfg.reward.meta.endpoint))
-    if cfg.eval.enabled and cfg.eval.engine == "endpoint":
-        out.append(("eval.endpoint", cfg.eval.endpoint))
-    if p.enabled and ((cfg.train and p.reward == "verifier") or cfg.eval.enabled):  # the reward, the held-out judge
-        out.append(("prover.verifier", p.verifier))
-        out += [(f"prover.pool.verifiers[{i}]", ep) for i, ep in enumerate(p.pool.verifiers)]
-    a = p.audit
-    if p.enabled and cfg.train and p.reward == "verifier" and a.every and a.judge == "pool":  # the hack audit's judge
-        out += [(f"prover.audit.pool.verifiers[{i}]", ep) for i, ep in enumerate(a.pool.verifiers)]
-    return out
+    return out + eval_endpoints(cfg)
 
 
-def check(cfg: Any, endpoints_too: bool | None = None) -> dict[str, Any]:
-    """Validate every vLLM config and endpoint of a run; returns what was checked (logged)."""
+def check(cfg: Any, endpoints_too: bool | None = None,
+          servers: Callable[[Any], list[tuple[str, Any]]] = endpoints) -> dict[str, Any]:
+    """Validate every vLLM config and endpoint (``servers(cfg)``) of a run; returns what was checked (logged)."""
     report: dict[str, Any] = {"vllm": {}, "endpoints": {}}
-    if cfg.prover.enabled:  # its own checks (prover.reward, prover.policy, ...), otherwise made when the reward is built
-        try:
-            cfg.prover.validate()
-        except ValueError as e:
-            raise PreflightError(str(e)) from e
     for key, kw in vllm_engines(cfg):
         report["vllm"][key] = validate_engine(key, kw)
     if endpoints_too is None:
         endpoints_too = os.environ.get("PREFLIGHT_SKIP_ENDPOINTS", "") not in ("1", "true")
     if endpoints_too:
-        for key, ep in endpoints(cfg):
+        for key, ep in servers(cfg):
             report["endpoints"][key] = check_endpoint(key, ep)
         g = cfg.grpo
         if cfg.train and g.use_vllm and g.vllm_mode == "server" and g.vllm_server_base_url:

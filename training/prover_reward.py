@@ -176,7 +176,7 @@ class ProverRLConfig:
 
 
 def prover_toy_values(cfg: ProverRLConfig, data: Any, toy_records: int, toy_tokens: int) -> list[str]:
-    """The tiny-profile values of a prover run's data and judge (``training.scale.toy_values`` adds the budgets)."""
+    """The tiny-profile values of a prover run's data and judge (``training.prover_grpo.toy_values`` adds the budgets)."""
     bad = []
     if not cfg.problems:
         bad.append("prover.problems=null (synthetic problems, the tiny stand-in; give a problems JSONL / CSV)")

@@ -2,7 +2,8 @@
 (``training/prover_grpo.py``) call them in the same order and differ only in their data, reward and
 held-out evaluation.
 
-:func:`check` (before anything loads: model path, scale, ladder rules, vLLM configs and endpoints) ->
+:func:`check` (before anything loads: model path, scale, ladder rules, the recipe's own values, vLLM configs and
+endpoints; each recipe names its own parts in a :class:`Checks`) ->
 :func:`open_run` (the run's folder, ``config.json``, its name, computed once, and its W&B run) -> the recipe
 loads its data -> :func:`count` (the held-out side is not empty) -> :func:`train` (every rank, ``training.trainer``;
 the main process writes ``train_log.json`` and ``train_summary.json``) or :func:`given_weights` (a run that trains
@@ -22,7 +23,7 @@ from typing import Any, Callable, Sequence
 from training import ladder, preflight, trainer
 from training.config import GRPORunConfig
 from training.model import ensure_model
-from training.scale import raise_on_toy_values, toy_values
+from training.scale import raise_on_toy_values
 from training.tracking import init_wandb, run_name
 from verifier.config import redact
 from verifier.errors import InputError
@@ -44,18 +45,42 @@ class Run:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-def check_scale(cfg: GRPORunConfig) -> None:
+@dataclass(frozen=True)
+class Checks:
+    """A recipe's own parts of the start-up checks; the shared rest is ``training.scale``'s, ``training.ladder``'s
+    and ``training.preflight``'s."""
+
+    toy_values: Callable[[GRPORunConfig], list[str]]  # every tiny-profile value, with the reason (training.scale)
+    data_files: Callable[[GRPORunConfig], list[tuple[str, str]]]  # (key, path) of every data file the run reads
+    endpoints: Callable[[GRPORunConfig], list[tuple[str, Any]]]  # (key, EndpointConfig) of every server it calls
+    validate: Callable[[GRPORunConfig], None] | None = None  # its own values, checked before the vLLM configs
+    base_row: bool = True  # the rule of Table 3's base row applies (training.ladder.check_base_model)
+
+
+def check_scale(cfg: GRPORunConfig, checks: Checks) -> None:
     """Stop a real-model run that still has tiny-profile values, before loading data or the model."""
     ladder.resolve_data(cfg)  # data.root -> the row's own data.train_path / data.eval_path
-    raise_on_toy_values(cfg.init_from or cfg.model.name_or_path, toy_values(cfg), smoke=cfg.smoke)
+    raise_on_toy_values(cfg.init_from or cfg.model.name_or_path, checks.toy_values(cfg), smoke=cfg.smoke)
 
 
-def check(cfg: GRPORunConfig) -> None:
-    """Every start-up check, before anything is loaded or written."""
+def check_launch(cfg: GRPORunConfig, checks: Checks) -> None:
+    """The checks a sweep job makes before it starts the run's processes: scale and ladder rules."""
+    check_scale(cfg, checks)
+    ladder.prepare(cfg, checks.data_files, checks.base_row)
+
+
+def check_configs(cfg: GRPORunConfig, checks: Checks, endpoints_too: bool | None = None) -> dict[str, Any]:
+    """The recipe's own values, then its vLLM configs and served endpoints (``training.preflight.check``)."""
+    if checks.validate is not None:
+        checks.validate(cfg)
+    return preflight.check(cfg, endpoints_too, checks.endpoints)
+
+
+def check(cfg: GRPORunConfig, checks: Checks) -> None:
+    """Every start-up check of a recipe, before anything is loaded or written."""
     preflight.check_model(cfg)  # a mistyped model path is said as such, not as a real model with toy values
-    check_scale(cfg)  # a real model with tiny values stops here
-    ladder.prepare(cfg)  # per-variant data, held-out data present (training/ladder.py)
-    preflight.check(cfg)  # vLLM configs and served endpoints (training/preflight.py)
+    check_launch(cfg, checks)  # a real model with tiny values; per-variant data, data files (training/ladder.py)
+    check_configs(cfg, checks)  # the recipe's own values, vLLM configs and served endpoints (training/preflight.py)
 
 
 def open_run(cfg: GRPORunConfig) -> Run:

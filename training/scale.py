@@ -2,7 +2,8 @@
 
 The tiny model is ``verifier.tiny_model`` or any model below :data:`TINY_MODEL_MAX_PARAMS` (estimated from
 its ``config.json``); any other model with toy budgets or data caps raises :class:`ToyScaleError` naming
-every key (``smoke=true``: one warning instead). Used by ``training/grpo.py`` and ``training/sft.py``.
+every key (``smoke=true``: one warning instead). Used by ``training/grpo.py``, ``training/prover_grpo.py`` (its own
+data values, :func:`budget_toy_values`) and ``training/sft.py``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from pathlib import Path
 from huggingface_hub import try_to_load_from_cache
 
 from training.config import DEFAULT_TINY_MODEL, REPO, DataConfig, GRPORunConfig
-from training.prover_reward import prover_toy_values
 from verifier.errors import UserError
 
 log = logging.getLogger("training.scale")
@@ -82,12 +82,9 @@ def data_toy_values(data: DataConfig, need_eval_cap: bool = True) -> list[str]:
     return bad
 
 
-def toy_values(cfg: GRPORunConfig) -> list[str]:
-    """Every key of a GRPO run that carries a tiny-profile value, each with the reason."""
-    if cfg.prover.enabled:  # prover GRPO: problems files and the verifier's budget (training.prover_reward)
-        bad = prover_toy_values(cfg.prover, cfg.data, TOY_RECORDS, TOY_TOKENS)
-    else:
-        bad = data_toy_values(cfg.data, need_eval_cap=cfg.eval.enabled)
+def budget_toy_values(cfg: GRPORunConfig) -> list[str]:
+    """The tiny-profile values of a GRPO run's budgets: the completion and the held-out judge's."""
+    bad = []
     g, ev = cfg.grpo, cfg.eval
     if cfg.train and g.max_completion_length <= TOY_TOKENS:
         bad.append(f"grpo.max_completion_length={g.max_completion_length} (<= {TOY_TOKENS} tokens)")
@@ -98,6 +95,11 @@ def toy_values(cfg: GRPORunConfig) -> list[str]:
             bad.append(f"eval.judge.max_tokens={ev.judge.max_tokens} (below grpo.max_completion_length="
                        f"{g.max_completion_length}: held-out verifications would be cut short)")
     return bad
+
+
+def toy_values(cfg: GRPORunConfig) -> list[str]:
+    """Every key of a verifier GRPO run that carries a tiny-profile value, each with the reason."""
+    return data_toy_values(cfg.data, need_eval_cap=cfg.eval.enabled) + budget_toy_values(cfg)
 
 
 def raise_on_toy_values(model_path: str, bad: list[str], profile_hint: str = "profile=cluster",
