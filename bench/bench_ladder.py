@@ -46,11 +46,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import done_stage, environment, mark_done, settings_of
+from bench.common import done_stage, environment, last_line, mark_done, settings_of
 
 environment(wandb=True)
 
 from data_pipeline import synthetic_recipes as recipes
+from training.tiny_task import TinyTask
 from verifier.errors import UserError
 
 STAGES = ("provers", "verifier", "candidates", "selection", "repairer", "augment", "held_out", "grpo_data", "rows", "report")
@@ -62,22 +63,16 @@ ROW_DATA = {"rough_rl": ("data", "base", {"rough": 1.0, "meta": 0.0}), "meta_ver
 
 
 @dataclass
-class LadderConfig:
+class LadderConfig(TinyTask):
+    """Model and task: ``training.tiny_task.TinyTask`` (the demo's tiny model; 3-step chains of one-digit operands)."""
+
     out: str = "runs/bench_ladder"
     seed: int = 0  # model, data and SFT seed
     seeds: str = "0,1,2"  # GRPO seeds of every trained row
     until: str = "report"  # stop after this stage
     workers: int = 2  # GRPO rows in this many processes (1 core each)
-    # model and task (the demo's tiny model; 3-step chains of one-digit operands)
-    hidden_size: int = 128
-    num_layers: int = 2
-    intermediate_size: int = 384
-    min_steps: int = 3
-    max_steps: int = 3
-    max_operand: int = 9
     # provers: SFT on gold proofs, a checkpoint every prover_save_every steps; the checkpoints at prover_ckpts steps
     # are the generators (chosen from their true rates on pool problems: reports/table3_prover_proofs.md)
-    n_prover_sft: int = 2000
     prover_sft_steps: int = 1200
     prover_save_every: int = 300
     prover_ckpts: str = "900,1200"
@@ -532,9 +527,9 @@ def main(argv: list[str] | None = None) -> None:
     names = b.rows(v["verifier"])
     if until < STAGES.index("report"):
         return
-    from bench.ladder_report import report
+    from eval.ladder_report import line_values, report
 
-    report(b.out, cfg, names, {"pool": cd, "held": held})
+    last_line(line_values(report(b.out, cfg, names, {"pool": cd, "held": held})))
 
 
 if __name__ == "__main__":

@@ -43,6 +43,8 @@ from bench.common import done_stage, environment, last_line, mark_done, settings
 
 environment(wandb=True)
 
+from eval.record_rows import METRICS, localisation_rows, pooled_metrics, record_counts
+
 
 @dataclass
 class BenchConfig:
@@ -130,37 +132,6 @@ def _overrides(argv: list[str], cfg: BenchConfig) -> BenchConfig:
     return cfg
 
 
-def record_counts(gold, predictions_jsonl: Path):
-    """Per-record indicator rows (``eval.metrics.record_row``) of a run's predictions, in gold order."""
-    import numpy as np
-
-    from eval.metrics import Prediction, record_row
-    from verifier.io import read_jsonl
-
-    preds = {str(r["id"]): Prediction.from_dict(r) for r in read_jsonl(predictions_jsonl)}
-    missing = [t.id for t in gold if t.id not in preds]
-    if missing:
-        raise SystemExit(f"{predictions_jsonl}: no prediction for {len(missing)} held-out records, e.g. {missing[0]!r}")
-    return np.array([record_row(t, preds[t.id]) for t in gold], dtype=float)
-
-
-def localisation_rows(gold, predictions_jsonl: Path):
-    """Per-record [rejected invalid proof, its first-error step exact] indicators (section 5.4's localisation)."""
-    import numpy as np
-
-    from eval.metrics import Prediction
-    from verifier.io import read_jsonl
-    from verifier.records import Verdict
-
-    preds = {str(r["id"]): Prediction.from_dict(r) for r in read_jsonl(predictions_jsonl)}
-    rows = []
-    for t in gold:
-        p = preds[t.id]
-        rejected = (not t.annotation.is_valid) and p.verdict is Verdict.INVALID
-        rows.append([int(rejected), int(rejected and p.first_error_step == t.annotation.first_fatal_error_step)])
-    return np.array(rows, dtype=float)
-
-
 def copy_rate(gold, judgments_jsonl: Path) -> float:
     """Fraction of judging passes whose first line copies the proof's step 0 exactly (``Step 0: <step 0>``, the
     first line of every ``style="check"`` gold text): whether the verifier reads the proof it judges or writes a
@@ -214,17 +185,6 @@ def read_accuracy(gold, judgments_jsonl: Path) -> dict[str, Any]:
     return {"start_by_step": {i: a / n for i, (a, n) in sorted(per_step.items())},
             "fatal_start": fatal[0] / fatal[2] if fatal[2] else 0.0,
             "fatal_shortcut": fatal[1] / fatal[2] if fatal[2] else 0.0, "fatal_lines": fatal[2]}
-
-
-def pooled_metrics(gold, per_seed, spec) -> dict[str, Any]:
-    """Rough / Meta TPR, TNR, Balanced F1 over all (seed, record) pairs; CIs resample problems."""
-    import numpy as np
-
-    from eval.metrics import metric_table
-
-    rows = np.concatenate(per_seed)
-    clusters = [t.problem_id for t in gold] * len(per_seed)
-    return metric_table(rows, clusters, list(METRICS), spec)
 
 
 def write_if_changed(path: Path, records) -> None:
@@ -392,9 +352,6 @@ def line_values(pol: dict[str, Any], loc: dict[str, Any]) -> dict[str, Any]:
     d_meta, d_loc = loc["meta_vs_rough_meta_bf1"], loc["meta_vs_rough_loc_acc"]
     return {"reward_before": base["reward"][0], "reward_after": mv["reward"][0], "delta_ci_low": mv["delta_vs_sft"][1],
             "meta_vs_rough_meta_f1": d_meta[0], "meta_vs_rough_ci_low": d_meta[1], "loc_acc_meta_vs_rough": d_loc[0]}
-
-
-METRICS = ("rough.tpr", "rough.tnr", "rough.balanced_f1", "meta.tpr", "meta.tnr", "meta.balanced_f1")
 
 
 def main(argv: list[str] | None = None) -> None:

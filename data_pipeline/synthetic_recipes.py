@@ -4,7 +4,8 @@
   and the repair prompt (an expert's review, section 4.2), each answered with the gold proof;
 * ``error_mix``: candidate proofs per generator (model at temperature): true rate and the first error's kind;
 * ``label_held_out``: held-out prover proofs with the exact checker's appendix-C annotation (evaluation labels);
-* ``pass_acceptance``: a verifier's per-pass acceptance of true and false proofs (by error kind) and parse rate.
+* ``pass_acceptance``: a verifier's per-pass acceptance of true and false proofs (by error kind) and parse rate;
+* ``grpo_step_batch``: one verifier GRPO step of parseable completions, to time a reward on.
 """
 
 from __future__ import annotations
@@ -115,3 +116,28 @@ def pass_acceptance(trajs, judgments_path: Path) -> dict[str, Any]:
     return {"parse_rate": parsed / total if total else float("nan"),
             **{f"accept_per_pass[{k}]": round(a / n, 4) for k, (a, n) in sorted(acc.items()) if n},
             **{f"passes[{k}]": n for k, (_, n) in sorted(acc.items())}}
+
+
+def grpo_step_batch(batch: int, generations: int, seed: int = 0):
+    """One verifier GRPO step to time a reward on: (completions, TRL reward kwargs) for ``batch // generations``
+    synthetic prompts, each completion parseable with a random verdict and step (``make bench-reward``)."""
+    from data_pipeline.grpo_dataset import build_grpo_dataset
+    from data_pipeline.synthetic import generate_synthetic
+    from verifier.parser import format_verification
+
+    n_prompts = batch // generations
+    trajs = generate_synthetic(n_prompts, seed=seed, min_steps=4, max_steps=5, recoverable_rate=0.3)
+    ds = build_grpo_dataset(trajs, with_reference=False)
+    rng = random.Random(seed)
+    completions, cols = [], {c: [] for c in ds.column_names if c != "prompt"}
+    for i, t in enumerate(trajs):
+        for _ in range(generations):
+            n = len(t.proof_steps)
+            verdict = rng.choice(["valid", "invalid"])
+            step = -1 if verdict == "valid" else rng.randrange(n)
+            text = format_verification(verdict, step, f"Step {rng.randrange(n)} needs a closer look; "
+                                                      f"the computation in step {max(step, 0)} is checked.")
+            completions.append([{"role": "assistant", "content": text}])
+            for c in cols:
+                cols[c].append(ds[i][c])
+    return completions, cols
