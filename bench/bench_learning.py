@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import done_stage, environment, last_line, mark_done, settings_of
+from bench.common import Clock, done_stage, environment, last_line, mark_done, settings_of, torch_threads
 
 environment(wandb=True)
 
@@ -298,19 +297,10 @@ def main(argv: list[str] | None = None) -> None:
     if not chosen <= set(ARMS) or (cfg.report and chosen != set(ARMS)):
         raise SystemExit(f"arms={cfg.arms}: use a subset of {','.join(ARMS)} (all of them unless report=false; "
                          "none, `arms=`, for the warm start alone)")
-    import torch
-
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    torch_threads()
     from eval.stats import BootstrapSpec
-    from training.config import (
-        DataConfig,
-        EvalConfig,
-        GRPORunConfig,
-        GRPOSettings,
-        ModelConfig,
-        WandbSettings,
-        heldout_judge,
-    )
+    from training.config import (DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings,
+                                 heldout_judge)
     from training.grpo import run
     from training.reward_claim import write_report
     from training.rewards import RewardConfig
@@ -318,15 +308,11 @@ def main(argv: list[str] | None = None) -> None:
     from verifier.results import WandbConfig  # bench runs log no W&B (SFT's default: on)
     from verifier.tiny_model import TinyModelConfig, build
 
-    t_start = time.monotonic()
+    clock = Clock("bench-learning")
+    t_start, timings, tick = clock.start, clock.timings, clock.tick
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    timings: dict[str, float] = {}
     seeds = [int(s) for s in cfg.seeds.split(",")]
-
-    def tick(name: str, t0: float) -> None:
-        timings[name] = round(time.monotonic() - t0, 1)
-        print(f"[bench-learning] {name}: {timings[name]:.0f}s (total {time.monotonic() - t_start:.0f}s)", flush=True)
 
     t0 = time.monotonic()
     if cfg.init_from and cfg.sft_from:

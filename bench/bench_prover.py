@@ -29,34 +29,24 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import PROVER_ARMS, ProverHackingConfig, environment, last_line, prover_options
+from bench.common import PROVER_ARMS, Clock, ProverHackingConfig, environment, last_line, prover_options, torch_threads
 
 environment(wandb=True)
 
 
 def main(argv: list[str] | None = None) -> None:
     cfg = prover_options(sys.argv[1:] if argv is None else argv, ProverHackingConfig())
-    import torch
-
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    torch_threads()
     from datasets import Dataset
 
     from data_pipeline.synthetic_check import gold_proof, proof_text
-    from training.config import (
-        DataConfig,
-        EvalConfig,
-        GRPORunConfig,
-        GRPOSettings,
-        ModelConfig,
-        WandbSettings,
-    )
+    from training.config import DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings
     from training.grpo import run
     from training.prover_reward import ProverRLConfig, problem_rows, synthetic_problems
     from training.sft import SFTRunConfig, sft_train
@@ -66,14 +56,10 @@ def main(argv: list[str] | None = None) -> None:
     from verifier.serve import ServeConfig, VLLMServer, free_port
     from verifier.tiny_model import TinyModelConfig, build
 
-    t_start = time.monotonic()
+    clock = Clock("bench-prover")
+    t_start, timings, tick = clock.start, clock.timings, clock.tick
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    timings: dict[str, float] = {}
-
-    def tick(name: str, t0: float) -> None:
-        timings[name] = round(time.monotonic() - t0, 1)
-        print(f"[bench-prover] {name}: {timings[name]:.0f}s (total {time.monotonic() - t_start:.0f}s)", flush=True)
 
     task = {"min_steps": cfg.min_steps, "max_steps": cfg.max_steps, "max_operand": cfg.max_operand,
             "recoverable_rate": 0.0, "qe_fraction": 0.0, "subjects": cfg.subjects.split(",")}

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,26 @@ def environment(wandb: bool = False, **extra: str) -> None:
     tokenizer parallelism, offline Hugging Face hub; ``wandb``: W&B offline and silent; ``extra``: more names."""
     for name, value in {**ENVIRONMENT, **(WANDB_OFFLINE if wandb else {}), **extra}.items():
         os.environ.setdefault(name, value)
+
+
+def torch_threads() -> None:
+    """Torch on ``OMP_NUM_THREADS`` threads (one unless the caller set more); imports torch."""
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+
+
+class Clock:
+    """A bench's stage timings: ``tick(name, t0)`` keeps the seconds since ``t0`` in ``timings`` and prints them
+    with the total since the clock started, as ``[TAG] name: <s>s (total <s>s)``."""
+
+    def __init__(self, tag: str):
+        self.tag, self.start, self.timings = tag, time.monotonic(), {}
+
+    def tick(self, name: str, t0: float) -> None:
+        self.timings[name] = round(time.monotonic() - t0, 1)
+        print(f"[{self.tag}] {name}: {self.timings[name]:.0f}s (total {time.monotonic() - self.start:.0f}s)",
+              flush=True)
 
 
 # ------------------------------------------------------------------ the last line
