@@ -36,17 +36,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import random
-import subprocess
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import done_stage, environment, last_line, mark_done, settings_of
+from bench.common import done_stage, environment, last_line, mark_done, run_workers, set_options, settings_of
 
 environment(wandb=True)
 
@@ -117,17 +114,7 @@ class LadderConfig(TinyTask):
 
 def parse_options(argv: list[str]) -> LadderConfig:
     """``key=value`` options onto ``LadderConfig``; an unknown or ill-typed key is one clear error."""
-    cfg = LadderConfig()
-    types = {f.name: f for f in dataclasses.fields(cfg)}
-    for a in argv:
-        k, eq, v = a.partition("=")
-        if not eq or k not in types:
-            raise SystemExit(f"bench-ladder: unknown option {a!r}; options: {', '.join(types)}")
-        cur = getattr(cfg, k)
-        try:
-            setattr(cfg, k, v.lower() in ("1", "true", "yes") if isinstance(cur, bool) else type(cur)(v))
-        except ValueError:
-            raise SystemExit(f"bench-ladder: option {k}={v!r}: expected {type(cur).__name__}") from None
+    cfg = set_options(LadderConfig(), argv, "bench-ladder")
     if cfg.until not in STAGES:
         raise SystemExit(f"bench-ladder: until={cfg.until!r}: use one of {', '.join(STAGES)}")
     if cfg.repair_check not in ("exact", "verifiers"):
@@ -252,8 +239,7 @@ class Bench:
         cfg = self.cfg
         data = DataConfig(source="synthetic", n_train=cfg.n_verifier_sft, n_eval=0, seed=cfg.seed + 4,
                           prompt_template="verify_compact",
-                          synthetic={**task(cfg), "fatal_kinds": ["wrong_operand", "wrong_final"],
-                                     "error_delta_min": 10, "error_delta_max": 20})
+                          synthetic={**task(cfg), **recipes.PLANTED_ERRORS})
         train, _ = load_trajectories_for(data)
         path = sft_train(SFTRunConfig(wandb=WandbConfig(enabled=False),
             output_dir=str(d / "sft"), model=ModelConfig(name_or_path=model), data=data, style=cfg.style,
@@ -302,21 +288,6 @@ class Bench:
         self.log(f"candidates ({part}): {summary['candidates_total']} proofs; error mix {result['error_mix']}")
         return result
 
-    def annotate_queue(self, d: Path, queue: Path) -> dict[str, Any]:
-        """annotate export -> simulated expert (Label Studio export) -> ingest: what training reads."""
-        from data_pipeline.annotate import AnnotateConfig, export
-        from data_pipeline.ingest import IngestConfig
-        from data_pipeline.ingest import run as ingest
-        from data_pipeline.simulated_expert import SimulatedExpertConfig
-        from data_pipeline.simulated_expert import run as simulate
-
-        export(AnnotateConfig(queue=str(queue), out=str(d / "tasks"), progress=False))
-        s = simulate(SimulatedExpertConfig(tasks=str(d / "tasks" / "tasks.json"), out=str(d / "expert"),
-                                           budget=self.cfg.budget))
-        r = ingest(IngestConfig(input=str(d / "expert" / "export.json"), out=str(d / "ingested"), progress=False,
-                                name="simulated expert annotations"))
-        return {"expert": s, "ingested": r.summary()}
-
     def selection(self, d: Path, verifier: str, cand_dir: Path) -> dict[str, Any]:
         from data_pipeline.selection import SelectConfig, run
         from verifier.io import load_trajectories, write_jsonl
@@ -327,21 +298,11 @@ class Bench:
                          endpoint=ep, judge=self.judge(cfg.select_passes), budget=cfg.budget,
                          per_problem_cap=cfg.per_problem_cap, seed=cfg.seed, progress=True))
         pool = load_trajectories(cand_dir / "candidates.jsonl").records
-        rng = random.Random(cfg.seed)
-        by_problem: dict[str, list[Any]] = {}
-        for t in pool:
-            by_problem.setdefault(t.problem_id, []).append(t)
-        random_queue = []  # the same budget and per-problem cap, drawn at random
-        order = rng.sample(pool, len(pool))
-        taken: Counter = Counter()
-        for t in order:
-            if len(random_queue) < cfg.budget and taken[t.problem_id] < cfg.per_problem_cap:
-                random_queue.append(t)
-                taken[t.problem_id] += 1
-        write_jsonl(d / "random" / "annotation_queue.jsonl", random_queue)
+        write_jsonl(d / "random" / "annotation_queue.jsonl",
+                    recipes.random_queue(pool, cfg.budget, cfg.per_problem_cap, cfg.seed))
         return {"warm_start_on_pool": recipes.pass_acceptance(pool, d / "uncertainty" / "judgments.jsonl"),
-                "uncertainty": self.annotate_queue(d / "uncertainty", d / "uncertainty" / "annotation_queue.jsonl"),
-                "random": self.annotate_queue(d / "random", d / "random" / "annotation_queue.jsonl")}
+                **{q: recipes.simulated_expert_annotation(d / q, d / q / "annotation_queue.jsonl", cfg.budget)
+                   for q in ("uncertainty", "random")}}
 
     def repairer(self, d: Path, provers: dict[str, str]) -> dict[str, Any]:
         """The strongest generator, SFT'd further on revision and repair prompts (the provers' SFT problems)."""
@@ -375,32 +336,22 @@ class Bench:
                                  verify=self.judge(8, early_stop=True), run_seed=cfg.seed, progress=True))
 
     def grpo_data(self, d: Path, held_dir: Path, sel_dir: Path, aug_dir: Path, verifier_dir: Path) -> dict[str, Any]:
-        from data_pipeline.grpo_dataset import GrpoDataConfig, write_variant
         from data_pipeline.synthetic import generate_synthetic
         from verifier.identity import ProblemIndex
-        from verifier.io import load_trajectories, write_jsonl
+        from verifier.io import load_trajectories
 
         cfg = self.cfg
         if not (aug_dir / "positives.jsonl").is_file():  # no repair passed the check: pos_aug has nothing to add
             (aug_dir / "positives.jsonl").write_text("")
         held = load_trajectories(held_dir / "held_out.jsonl").records
         taken = ProblemIndex([*held, *load_trajectories(verifier_dir / "sft_train.jsonl").records])
-        pool = generate_synthetic(cfg.n_grpo * 8, seed=cfg.seed + 5, **{**task(cfg), "fatal_kinds":
-                                  ["wrong_operand", "wrong_final"], "error_delta_min": 10, "error_delta_max": 20})
+        pool = generate_synthetic(cfg.n_grpo * 8, seed=cfg.seed + 5, **{**task(cfg), **recipes.PLANTED_ERRORS})
         base = [t for t in pool if taken.shared(t) is None][: cfg.n_grpo]
         if len(base) < cfg.n_grpo:
             raise SystemExit(f"bench-ladder: only {len(base)} base GRPO records on fresh problems")
-        write_jsonl(d / "base.jsonl", base)
-        out = {}
-        for root, extra in (("data", sel_dir / "uncertainty" / "ingested"), ("data_random", sel_dir / "random" /
-                                                                               "ingested")):
-            write_jsonl(d / root / "held_out.jsonl", held)
-            for variant in ("base", "extra_ann", "pos_aug") if root == "data" else ("extra_ann",):
-                out[f"{root}/{variant}"] = write_variant(GrpoDataConfig(
-                    variant=variant, base=str(d / "base.jsonl"), extra=str(extra),
-                    augmented=str(aug_dir / "positives.jsonl"), held_out=str(d / root / "held_out.jsonl"),
-                    out=str(d / root / variant), seed=cfg.seed))
-        return out
+        return recipes.grpo_variants(d, held, base, {"data": sel_dir / "uncertainty" / "ingested",
+                                                     "data_random": sel_dir / "random" / "ingested"},
+                                     aug_dir / "positives.jsonl", cfg.seed)
 
     def run_cfg(self, name: str, root: Path | None, variant: str, components: dict[str, float], seed: int,
                 warm: str, train: bool):
@@ -454,16 +405,9 @@ class Bench:
         self.one_row("base", warm)
         todo = [n for n in names[1:] if not (self.out / "rows" / n / "bench_done.json").is_file()]
         groups = [todo[k::self.cfg.workers] for k in range(self.cfg.workers) if todo[k::self.cfg.workers]]
-        procs = []
-        for k, g in enumerate(groups):
-            log = open(self.out / f"worker{k}.log", "w")  # noqa: SIM115 (closed after the worker exits)
-            cmd = [sys.executable, str(Path(__file__).resolve()),
-                   *[a for a in self.argv if a.partition("=")[0] not in ("only", "workers")], f"only={','.join(g)}"]
-            procs.append((g, log, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)))
-            self.log(f"worker {k}: {len(g)} runs (log {self.out / f'worker{k}.log'})")
-        failed = [f"{g} (exit {p.wait()})" for g, log, p in procs if p.wait() != 0]
-        for _, log, _ in procs:
-            log.close()
+        keep = [a for a in self.argv if a.partition("=")[0] not in ("only", "workers")]
+        failed = run_workers([(f"{len(g)} runs", str(g), [str(Path(__file__).resolve()), *keep, f"only={','.join(g)}"])
+                              for g in groups], self.out, self.log)
         if failed:
             raise SystemExit(f"bench-ladder: workers failed: {'; '.join(failed)}; see {self.out}/worker*.log "
                              "(finished runs are kept: the same command resumes them)")

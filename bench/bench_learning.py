@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import Clock, done_stage, environment, last_line, mark_done, settings_of, torch_threads
+from bench.common import Clock, done_stage, environment, last_line, mark_done, run_workers, settings_of, torch_threads
 
 environment(wandb=True)
 
@@ -144,26 +144,16 @@ def worker_groups(seeds: list[int], workers: int) -> list[tuple[list[int], tuple
     return [(seeds[k::workers], ARMS) for k in range(workers) if seeds[k::workers]]
 
 
-def run_workers(argv: list[str], seeds: list[int], workers: int, out: Path) -> None:
+def seed_workers(argv: list[str], seeds: list[int], workers: int, out: Path) -> None:
     """Train and evaluate ``seeds`` in ``workers`` processes of this script (``report=false``) sharing ``out``;
     each resumes the warm start and base evaluation this process finished. Logs: ``out/worker<k>.log``."""
-    import subprocess
-
     keep = [a for a in argv if a.partition("=")[0] not in ("seeds", "workers", "report", "arms")]
-    groups = worker_groups(seeds, workers)
-    procs = []
-    for k, (group, arms) in enumerate(groups):
-        log = open(out / f"worker{k}.log", "w")  # noqa: SIM115 (closed after the worker exits)
-        cmd = [sys.executable, str(Path(__file__).resolve()), *keep, f"seeds={','.join(map(str, group))}",
-               f"arms={','.join(arms)}", "workers=1", "report=false"]
+    jobs = []
+    for group, arms in worker_groups(seeds, workers):
         what = f"seeds {group} {'/'.join(arms)}"
-        procs.append((what, log, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)))
-        print(f"[bench-learning] worker {k}: {what} (log {out / f'worker{k}.log'})", flush=True)
-    failed = []
-    for what, log, proc in procs:
-        if proc.wait() != 0:
-            failed.append(f"{what} (exit {proc.returncode})")
-        log.close()
+        jobs.append((what, what, [str(Path(__file__).resolve()), *keep, f"seeds={','.join(map(str, group))}",
+                                  f"arms={','.join(arms)}", "workers=1", "report=false"]))
+    failed = run_workers(jobs, out, lambda m: print(f"[bench-learning] {m}", flush=True))
     if failed:
         raise SystemExit(f"bench-learning: worker failed: {'; '.join(failed)}; see {out}/worker*.log (finished "
                          "runs are kept: the same command resumes them)")
@@ -432,7 +422,7 @@ def main(argv: list[str] | None = None) -> None:
     locs["base"] = [localisation_rows(gold, out / "base" / "heldout" / "judgments.jsonl")]
     tick("base = SFT warm start (eval)", t0)
     if cfg.workers > 1 and len(seeds) > 1:
-        run_workers(argv, seeds, cfg.workers, out)
+        seed_workers(argv, seeds, cfg.workers, out)
     mine = {a for a in cfg.arms.split(",") if a}
     for seed in seeds:  # with workers: every run is resumed here
         for arm, comps in arms.items():

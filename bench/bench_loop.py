@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import environment, last_line
+from bench.common import environment, last_line, set_options
 from training.tiny_task import ProverBudget
 
 environment(wandb=True)
@@ -67,17 +67,7 @@ class BenchConfig(ProverBudget):
 
 def parse_options(argv: list[str]) -> BenchConfig:
     """``key=value`` options onto ``BenchConfig``; an unknown or ill-typed key is one clear error."""
-    cfg = BenchConfig()
-    fields = {f.name for f in dataclasses.fields(cfg)}
-    for a in argv:
-        k, eq, v = a.partition("=")
-        if not eq or k not in fields:
-            raise SystemExit(f"bench-loop: unknown option {a!r}; options: {', '.join(sorted(fields))}")
-        cur = getattr(cfg, k)
-        try:
-            setattr(cfg, k, v.lower() in ("1", "true", "yes") if isinstance(cur, bool) else type(cur)(v))
-        except ValueError:
-            raise SystemExit(f"bench-loop: option {k}={v!r}: expected {type(cur).__name__}") from None
+    cfg = set_options(BenchConfig(), argv, "bench-loop", sort=True)
     if cfg.rounds < 1:
         raise SystemExit(f"bench-loop: rounds={cfg.rounds}: at least 1")
     return cfg

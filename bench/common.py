@@ -17,8 +17,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import subprocess
+import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,38 @@ def environment(wandb: bool = False, **extra: str) -> None:
     tokenizer parallelism, offline Hugging Face hub; ``wandb``: W&B offline and silent; ``extra``: more names."""
     for name, value in {**ENVIRONMENT, **(WANDB_OFFLINE if wandb else {}), **extra}.items():
         os.environ.setdefault(name, value)
+
+
+def set_options(cfg: Any, argv: list[str], tag: str, sort: bool = False) -> Any:
+    """``key=value`` options onto the dataclass ``cfg`` (in place, returned); an unknown or ill-typed key is one
+    clear error, ``TAG: unknown option ...; options: ...`` (the field names, ``sort``: in alphabetical order)."""
+    fields = [f.name for f in dataclasses.fields(cfg)]
+    for a in argv:
+        k, eq, v = a.partition("=")
+        if not eq or k not in fields:
+            raise SystemExit(f"{tag}: unknown option {a!r}; options: {', '.join(sorted(fields) if sort else fields)}")
+        cur = getattr(cfg, k)
+        try:
+            setattr(cfg, k, v.lower() in ("1", "true", "yes") if isinstance(cur, bool) else type(cur)(v))
+        except ValueError:
+            raise SystemExit(f"{tag}: option {k}={v!r}: expected {type(cur).__name__}") from None
+    return cfg
+
+
+def run_workers(jobs: list[tuple[str, str, list[str]]], out: Path, log: Callable[[str], None]) -> list[str]:
+    """Run a bench's worker processes at once, each ``python ARGV`` (log: ``out/worker<k>.log``), ``jobs`` being
+    (what the log line names, what a failure names, ARGV); wait for all; the failures, ``<what> (exit <rc>)``."""
+    procs = []
+    for k, (what, name, argv) in enumerate(jobs):
+        f = open(out / f"worker{k}.log", "w")  # noqa: SIM115 (closed after the worker exits)
+        procs.append((name, f, subprocess.Popen([sys.executable, *argv], stdout=f, stderr=subprocess.STDOUT)))
+        log(f"worker {k}: {what} (log {out / f'worker{k}.log'})")
+    failed = []
+    for name, f, proc in procs:
+        if proc.wait() != 0:
+            failed.append(f"{name} (exit {proc.returncode})")
+        f.close()
+    return failed
 
 
 def torch_threads() -> None:

@@ -5,7 +5,11 @@
 * ``error_mix``: candidate proofs per generator (model at temperature): true rate and the first error's kind;
 * ``label_held_out``: held-out prover proofs with the exact checker's appendix-C annotation (evaluation labels);
 * ``pass_acceptance``: a verifier's per-pass acceptance of true and false proofs (by error kind) and parse rate;
-* ``grpo_step_batch``: one verifier GRPO step of parseable completions, to time a reward on.
+* ``grpo_step_batch``: one verifier GRPO step of parseable completions, to time a reward on;
+* ``PLANTED_ERRORS``: the demo's planted errors (a wrong operand or final answer, 10-20 off), the verifier's warm start;
+* ``random_queue``: the uncertainty queue's baseline (section 4.1), the same budget and per-problem cap at random;
+* ``simulated_expert_annotation``: a queue annotated the user's way, by the simulated expert (appendix C);
+* ``grpo_variants``: the Table 3 GRPO data variants (base / extra_ann / pos_aug) over one held-out set.
 """
 
 from __future__ import annotations
@@ -141,3 +145,56 @@ def grpo_step_batch(batch: int, generations: int, seed: int = 0):
             for c in cols:
                 cols[c].append(ds[i][c])
     return completions, cols
+
+
+# the demo's planted errors: a wrong operand or a wrong final answer, 10-20 off (what the verifier's warm start knows)
+PLANTED_ERRORS: dict[str, Any] = {"fatal_kinds": ["wrong_operand", "wrong_final"], "error_delta_min": 10,
+                                  "error_delta_max": 20}
+
+
+def random_queue(pool: list[Any], budget: int, per_problem_cap: int, seed: int) -> list[Any]:
+    """``budget`` proofs of ``pool`` drawn at random, at most ``per_problem_cap`` per problem: the baseline of
+    verifier-uncertainty selection (section 4.1) with its budget and cap."""
+    rng = random.Random(seed)
+    queue: list[Any] = []
+    taken: Counter = Counter()
+    for t in rng.sample(pool, len(pool)):
+        if len(queue) < budget and taken[t.problem_id] < per_problem_cap:
+            queue.append(t)
+            taken[t.problem_id] += 1
+    return queue
+
+
+def simulated_expert_annotation(d: Path, queue: Path, budget: int) -> dict[str, Any]:
+    """``annotate export`` -> simulated expert (its Label Studio export) -> ``data_pipeline.ingest``: the queue
+    annotated the user's way; what training reads is ``d/ingested``."""
+    from data_pipeline.annotate import AnnotateConfig, export
+    from data_pipeline.ingest import IngestConfig
+    from data_pipeline.ingest import run as ingest
+    from data_pipeline.simulated_expert import SimulatedExpertConfig
+    from data_pipeline.simulated_expert import run as simulate
+
+    export(AnnotateConfig(queue=str(queue), out=str(d / "tasks"), progress=False))
+    s = simulate(SimulatedExpertConfig(tasks=str(d / "tasks" / "tasks.json"), out=str(d / "expert"), budget=budget))
+    r = ingest(IngestConfig(input=str(d / "expert" / "export.json"), out=str(d / "ingested"), progress=False,
+                            name="simulated expert annotations"))
+    return {"expert": s, "ingested": r.summary()}
+
+
+def grpo_variants(d: Path, held: list[Any], base: list[Any], annotated: dict[str, Path], positives: Path,
+                  seed: int) -> dict[str, Any]:
+    """Table 3's GRPO data (``data_pipeline.grpo_dataset``): ``base`` (planted-error records) in ``d/base.jsonl``;
+    per root of ``annotated`` (``data``: every variant base / extra_ann / pos_aug; any other: extra_ann) the
+    variants over the same ``held`` set, extra_ann adding that root's annotations, pos_aug also the repairs."""
+    from data_pipeline.grpo_dataset import GrpoDataConfig, write_variant
+    from verifier.io import write_jsonl
+
+    write_jsonl(d / "base.jsonl", base)
+    out = {}
+    for root, extra in annotated.items():
+        write_jsonl(d / root / "held_out.jsonl", held)
+        for variant in ("base", "extra_ann", "pos_aug") if root == "data" else ("extra_ann",):
+            out[f"{root}/{variant}"] = write_variant(GrpoDataConfig(
+                variant=variant, base=str(d / "base.jsonl"), extra=str(extra), augmented=str(positives),
+                held_out=str(d / root / "held_out.jsonl"), out=str(d / root / variant), seed=seed))
+    return out

@@ -167,7 +167,7 @@ def test_a_failing_worker_stops_the_bench_naming_its_seeds(bench, tmp_path):
     (here: an option the bench does not know) stops the bench with its seeds and log named."""
     with pytest.raises(SystemExit, match=r"worker failed: seeds \[0\] rough_rl/meta_ver_rl \(exit 1\); "
                                          r"seeds \[1\] rough_rl/meta_ver_rl \(exit 1\); seeds \[2\]"):
-        bench.run_workers(["no_such_option=1", "seeds=9", "workers=5"], [0, 1, 2], 3, tmp_path)
+        bench.seed_workers(["no_such_option=1", "seeds=9", "workers=5"], [0, 1, 2], 3, tmp_path)
     log = (tmp_path / "worker0.log").read_text()
     assert "unknown option 'no_such_option'" in log
 
