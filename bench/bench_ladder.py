@@ -43,7 +43,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import done_stage, environment, last_line, mark_done, run_workers, set_options, settings_of
+from bench.common import (Servers, done_stage, environment, last_line, mark_done, run_workers, set_options,
+                          settings_of)
+from training.ladder import ROW_DATA, disjoint_problems, row_config
+from training.stages import run_stage
 
 environment(wandb=True)
 
@@ -52,13 +55,6 @@ from training.tiny_task import TinyTask
 from verifier.errors import UserError
 
 STAGES = ("provers", "verifier", "candidates", "selection", "repairer", "augment", "held_out", "grpo_data", "rows", "report")
-ROWS = ("rough_rl", "meta_ver_rl", "extra_ann", "pos_aug", "extra_ann_random")
-# row -> (data root, variant, reward components)
-ROW_DATA = {"rough_rl": ("data", "base", {"rough": 1.0, "meta": 0.0}), "meta_ver_rl": ("data", "base", {"meta": 1.0}),
-            "extra_ann": ("data", "extra_ann", {"meta": 1.0}), "pos_aug": ("data", "pos_aug", {"meta": 1.0}),
-            "extra_ann_random": ("data_random", "extra_ann", {"meta": 1.0})}
-
-
 @dataclass
 class LadderConfig(TinyTask):
     """Model and task: ``training.tiny_task.TinyTask`` (the demo's tiny model; 3-step chains of one-digit operands)."""
@@ -139,61 +135,25 @@ class Bench:
         self.cfg, self.argv, self.out = cfg, argv, Path(cfg.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.t0 = time.monotonic()
-        self.servers: dict[str, Any] = {}
+        self.servers = Servers(self.out, 1024)
 
     def log(self, msg: str) -> None:
         print(f"[bench-ladder {time.monotonic() - self.t0:6.0f}s] {msg}", flush=True)
 
     def stage(self, name: str, settings: dict[str, Any], fn) -> Any:
-        marker = self.out / name / "bench_done.json"
-        settings = json.loads(json.dumps(settings, default=str))
-        if done_stage(marker, settings, self.cfg.resume):
-            self.log(f"{name}: resumed (finished with these settings)")
-            return json.loads((self.out / name / "result.json").read_text())
-        (self.out / name).mkdir(parents=True, exist_ok=True)
-        t = time.monotonic()
-        try:
-            result = fn(self.out / name)
-        except UserError as e:  # a data stage refused its input: one line naming the stage and the key
+        try:  # a data stage that refuses its input: one line naming the stage and the key
+            return run_stage(self.out / name, "bench_done.json", json.loads(json.dumps(settings, default=str)), fn,
+                             self.cfg.resume, self.log, name)
+        except UserError as e:
             raise SystemExit(f"bench-ladder: stage {name}: {e}") from None
-        (self.out / name / "result.json").write_text(json.dumps(result, indent=1, default=str))
-        mark_done(marker, settings)
-        self.log(f"{name}: done in {time.monotonic() - t:.0f}s")
-        return result
-
-    # ------------------------------------------------------------------ servers
-    def serve(self, name: str, model: str) -> Any:
-        from verifier.config import EndpointConfig
-        from verifier.serve import ServeConfig, VLLMServer, free_port
-
-        if name not in self.servers:
-            self.servers[name] = VLLMServer(ServeConfig(
-                model=model, served_model_name=name, port=free_port(), api_key=None,
-                log_file=str(self.out / f"vllm-{name}.log"), max_model_len=1024,
-                max_num_batched_tokens=1024)).start()
-        s = self.servers[name]
-        return EndpointConfig(base_url=s.base_url, model=name, max_concurrency=64, timeout_s=300, max_retries=2)
-
-    def stop_servers(self) -> None:
-        for s in self.servers.values():
-            s.stop()
-        self.servers.clear()
 
     # ------------------------------------------------------------------ stages
     def problems(self) -> dict[str, list[Any]]:
         """Problems: prover SFT (seed+1), verifier data (its own), pool (seed+2), held-out (seed+3); a held-out
         problem is in no training set (the one leak check, by text)."""
-        from training.prover_reward import synthetic_problems
-
-        cfg, t = self.cfg, task(self.cfg)
-        t = {k: v for k, v in t.items() if k != "problem_id_from_text"}
-        sft = synthetic_problems(cfg.n_prover_sft, cfg.seed + 1, **t)
-        pool = synthetic_problems(cfg.n_pool_problems * 10, cfg.seed + 2, **t)
-        held = synthetic_problems(cfg.n_heldout_problems * 20, cfg.seed + 3, **t)
-        seen = {p.problem for p in sft}
-        pool = [p for p in pool if p.problem not in seen][: cfg.n_pool_problems]
-        seen |= {p.problem for p in pool}
-        held = [p for p in held if p.problem not in seen][: cfg.n_heldout_problems]
+        cfg = self.cfg
+        sft, pool, held = disjoint_problems({k: v for k, v in task(cfg).items() if k != "problem_id_from_text"},
+                                            cfg.seed, cfg.n_prover_sft, cfg.n_pool_problems, cfg.n_heldout_problems)
         if len(held) < cfg.n_heldout_problems or len(pool) < cfg.n_pool_problems:
             raise SystemExit(f"bench-ladder: only {len(pool)} pool and {len(held)} held-out problems outside the "
                              "training sets: lower n_pool_problems / n_heldout_problems or raise max_operand")
@@ -202,20 +162,17 @@ class Bench:
     def provers(self, d: Path) -> dict[str, Any]:
         from datasets import Dataset
 
-        from training.config import ModelConfig
-        from training.sft import SFTRunConfig, sft_train
-        from verifier.results import WandbConfig  # bench runs log no W&B (SFT's default: on)
+        from training.sft import cpu_sft_config, sft_train
         from verifier.tiny_model import TinyModelConfig, build
 
         cfg = self.cfg
         model = build(TinyModelConfig(out=str(self.out / "model"), seed=cfg.seed, hidden_size=cfg.hidden_size,
                                       num_layers=cfg.num_layers, intermediate_size=cfg.intermediate_size))
         ds = Dataset.from_list(recipes.prover_sft_rows(self.problems()["sft"], cfg.seed + 1))
-        sft_train(SFTRunConfig(wandb=WandbConfig(enabled=False),
-            output_dir=str(d / "sft"), model=ModelConfig(name_or_path=str(model)), max_steps=cfg.prover_sft_steps,
-            per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.prover_lr, warmup_steps=5, max_length=512,
-            logging_steps=25, seed=cfg.seed, gradient_accumulation_steps=1, bf16=False,
-            save_steps=cfg.prover_save_every, save_total_limit=None, lr_scheduler_type="constant"), [], dataset=ds)
+        sft_train(cpu_sft_config(d / "sft", model, max_steps=cfg.prover_sft_steps,
+                                 per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.prover_lr, seed=cfg.seed,
+                                 save_steps=cfg.prover_save_every, save_total_limit=None,
+                                 lr_scheduler_type="constant"), [], dataset=ds)
         ckpts = {str(s): str(d / "sft" / ("final" if s == cfg.prover_sft_steps else f"checkpoint-{s}"))
                  for s in range(cfg.prover_save_every, cfg.prover_sft_steps + 1, cfg.prover_save_every)}
         return {"model": str(model), "checkpoints": ckpts}
@@ -231,23 +188,19 @@ class Bench:
         return out
 
     def verifier(self, d: Path, model: str) -> dict[str, Any]:
-        from training.config import DataConfig, ModelConfig
+        from training.config import DataConfig
         from training.data import load_trajectories_for
-        from training.sft import SFTRunConfig, sft_train
-        from verifier.results import WandbConfig  # bench runs log no W&B (SFT's default: on)
+        from training.sft import cpu_sft_config, sft_train
+        from verifier.io import write_jsonl
 
         cfg = self.cfg
         data = DataConfig(source="synthetic", n_train=cfg.n_verifier_sft, n_eval=0, seed=cfg.seed + 4,
                           prompt_template="verify_compact",
                           synthetic={**task(cfg), **recipes.PLANTED_ERRORS})
         train, _ = load_trajectories_for(data)
-        path = sft_train(SFTRunConfig(wandb=WandbConfig(enabled=False),
-            output_dir=str(d / "sft"), model=ModelConfig(name_or_path=model), data=data, style=cfg.style,
-            max_steps=cfg.verifier_sft_steps, per_device_train_batch_size=cfg.sft_batch,
-            learning_rate=cfg.verifier_lr, warmup_steps=5, max_length=512, logging_steps=25, seed=cfg.seed,
-            gradient_accumulation_steps=1, bf16=False, save_steps=0), train)
-        from verifier.io import write_jsonl
-
+        path = sft_train(cpu_sft_config(d / "sft", model, data=data, style=cfg.style, max_steps=cfg.verifier_sft_steps,
+                                        per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.verifier_lr,
+                                        seed=cfg.seed, save_steps=0), train)
         write_jsonl(d / "sft_train.jsonl", train)
         return {"verifier": str(path)}
 
@@ -266,16 +219,12 @@ class Bench:
 
         cfg = self.cfg
         temps = [float(t) for t in cfg.temperatures.split(",")]
-        gens, tlist = [], []
-        for name, path in provers.items():
-            ep = self.serve(name, path)
-            for t in temps:
-                gens.append(ep)
-                tlist.append(t)
+        eps = {name: self.servers.endpoint(name, path) for name, path in provers.items()}  # one server per prover
+        gens, tlist = [ep for ep in eps.values() for _ in temps], [t for _ in eps for t in temps]
         write_jsonl(d / "problems.jsonl", [dataclasses.asdict(p) for p in self.problems()[part]])
         summary = cand.run(cand.CandidatesConfig(
             problems=str(d / "problems.jsonl"), out=str(d), generators=gens, temperatures=tlist, k=cfg.k,
-            rounds=cfg.rounds, critic="verifier", verifier=self.serve("verifier", verifier),
+            rounds=cfg.rounds, critic="verifier", verifier=self.servers.endpoint("verifier", verifier),
             critique=cand.CriticConfig(n=1, template="verify_compact", temperature=cfg.temperature,
                                        max_tokens=cfg.max_completion_length),
             max_tokens=cfg.prover_max_tokens, run_seed=cfg.seed + (0 if part == "pool" else 1), progress=True))
@@ -293,7 +242,7 @@ class Bench:
         from verifier.io import load_trajectories, write_jsonl
 
         cfg = self.cfg
-        ep = self.serve("verifier", verifier)
+        ep = self.servers.endpoint("verifier", verifier)
         run(SelectConfig(trajectories=str(cand_dir / "candidates.jsonl"), out=str(d / "uncertainty"),
                          endpoint=ep, judge=self.judge(cfg.select_passes), budget=cfg.budget,
                          per_problem_cap=cfg.per_problem_cap, seed=cfg.seed, progress=True))
@@ -308,28 +257,24 @@ class Bench:
         """The strongest generator, SFT'd further on revision and repair prompts (the provers' SFT problems)."""
         from datasets import Dataset
 
-        from training.config import ModelConfig
-        from training.sft import SFTRunConfig, sft_train
-        from verifier.results import WandbConfig  # bench runs log no W&B (SFT's default: on)
+        from training.sft import cpu_sft_config, sft_train
 
         cfg = self.cfg
         name = list(provers)[-1]
         if cfg.repairer_sft_steps == 0:
             return {"model": provers[name], "from": name, "steps": 0}
         rows = recipes.prover_sft_rows(self.problems()["sft"], cfg.seed + 2, repair_fraction=1.0)
-        sft_train(SFTRunConfig(
-            wandb=WandbConfig(enabled=False), output_dir=str(d / "sft"), model=ModelConfig(name_or_path=provers[name]),
-            max_steps=cfg.repairer_sft_steps, per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.prover_lr,
-            warmup_steps=5, max_length=512, logging_steps=25, seed=cfg.seed, gradient_accumulation_steps=1,
-            bf16=False, save_steps=10_000, lr_scheduler_type="constant"), [], dataset=Dataset.from_list(rows))
+        sft_train(cpu_sft_config(d / "sft", provers[name], max_steps=cfg.repairer_sft_steps,
+                                 per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.prover_lr, seed=cfg.seed,
+                                 save_steps=10_000, lr_scheduler_type="constant"), [], dataset=Dataset.from_list(rows))
         return {"model": str(d / "sft" / "final"), "from": name, "steps": cfg.repairer_sft_steps, "rows": len(rows)}
 
     def augment(self, d: Path, repairer: str, verifier: str, sel_dir: Path) -> dict[str, Any]:
         from data_pipeline.augment import AugmentConfig, run
 
         cfg = self.cfg
-        gen = self.serve("repairer", repairer)
-        verifiers = [self.serve("verifier", verifier)] if cfg.repair_check == "verifiers" else []
+        gen = self.servers.endpoint("repairer", repairer)
+        verifiers = [self.servers.endpoint("verifier", verifier)] if cfg.repair_check == "verifiers" else []
         return run(AugmentConfig(input=str(sel_dir / "uncertainty" / "ingested"), out=str(d), generator=gen,
                                  verifiers=verifiers, check=cfg.repair_check, attempts=cfg.repair_attempts,
                                  temperature=cfg.temperature, max_tokens=cfg.prover_max_tokens,
@@ -353,42 +298,11 @@ class Bench:
                                                      "data_random": sel_dir / "random" / "ingested"},
                                      aug_dir / "positives.jsonl", cfg.seed)
 
-    def run_cfg(self, name: str, root: Path | None, variant: str, components: dict[str, float], seed: int,
-                warm: str, train: bool):
-        from eval.stats import BootstrapSpec
-        from training.config import (DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig,
-                                     WandbSettings, heldout_judge)
-        from training.rewards import RewardConfig
-
-        cfg = self.cfg
-        ev = EvalConfig(judge=dataclasses.replace(heldout_judge(), n=cfg.eval_passes, policy="pessimistic",
-                                                  max_tokens=cfg.max_completion_length, temperature=cfg.temperature,
-                                                  run_seed=cfg.seed), bootstrap=BootstrapSpec(n=200, seed=cfg.seed))
-        data = DataConfig(source="jsonl", root=str(root), variant=variant, n_train=None, n_eval=None,
-                          prompt_template="verify_compact")
-        return GRPORunConfig(
-            experiment_name=name.split("/")[0], output_dir=str(self.out / "rows" / name), train=train,
-            init_from=warm, model=ModelConfig(name_or_path=warm), data=data,
-            reward=RewardConfig(components=components),
-            grpo=GRPOSettings(max_steps=cfg.grpo_steps, per_device_train_batch_size=cfg.grpo_batch,
-                              num_generations=cfg.num_generations, max_completion_length=cfg.max_completion_length,
-                              learning_rate=cfg.grpo_lr, temperature=cfg.temperature, save_steps=10_000, beta=0.0,
-                              gradient_accumulation_steps=1, warmup_steps=0, bf16=False, logging_steps=1, seed=seed,
-                              log_completions=False, skip_zero_grad_steps=True),
-            eval=ev, wandb=WandbSettings(enabled=False))
-
     def one_row(self, name: str, warm: str) -> None:
         """Train (or for ``base`` only evaluate) one row / seed; resumable by its marker."""
         from training.grpo import run
 
-        row, _, seed = name.partition("/")
-        if row == "base":
-            rc = self.run_cfg("base", self.out / "grpo_data" / "data", "base", {"meta": 1.0}, self.cfg.seed, warm,
-                              False)
-        else:
-            root, variant, comps = ROW_DATA[row]
-            rc = self.run_cfg(name, self.out / "grpo_data" / root, variant, comps, int(seed.removeprefix("seed")),
-                              warm, True)
+        rc = row_config(self.cfg, self.out / "rows", self.out / "grpo_data", name, warm)
         marker, settings = self.out / "rows" / name / "bench_done.json", settings_of(rc)  # before run fills paths
         if done_stage(marker, settings, self.cfg.resume):
             return
@@ -396,7 +310,7 @@ class Bench:
         mark_done(marker, settings)
 
     def rows(self, warm: str) -> list[str]:
-        names = ["base", *(f"{r}/seed{s}" for s in self.cfg.seeds.split(",") for r in ROWS)]
+        names = ["base", *(f"{r}/seed{s}" for s in self.cfg.seeds.split(",") for r in ROW_DATA)]
         if self.cfg.only:
             for n in self.cfg.only.split(","):
                 self.log(f"row {n}")
@@ -406,8 +320,9 @@ class Bench:
         todo = [n for n in names[1:] if not (self.out / "rows" / n / "bench_done.json").is_file()]
         groups = [todo[k::self.cfg.workers] for k in range(self.cfg.workers) if todo[k::self.cfg.workers]]
         keep = [a for a in self.argv if a.partition("=")[0] not in ("only", "workers")]
-        failed = run_workers([(f"{len(g)} runs", str(g), [str(Path(__file__).resolve()), *keep, f"only={','.join(g)}"])
-                              for g in groups], self.out, self.log)
+        script = str(Path(__file__).resolve())
+        failed = run_workers([(f"{len(g)} runs", str(g), [script, *keep, f"only={','.join(g)}"]) for g in groups],
+                             self.out, self.log)
         if failed:
             raise SystemExit(f"bench-ladder: workers failed: {'; '.join(failed)}; see {self.out}/worker*.log "
                              "(finished runs are kept: the same command resumes them)")
@@ -465,7 +380,7 @@ def main(argv: list[str] | None = None) -> None:
                 lambda d: b.grpo_data(d, b.out / "held_out", b.out / "selection", b.out / "augment",
                                       b.out / "verifier"))
     finally:
-        b.stop_servers()
+        b.servers.stop()
     if until < STAGES.index("rows"):
         return
     names = b.rows(v["verifier"])

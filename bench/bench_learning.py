@@ -41,8 +41,9 @@ from bench.common import Clock, done_stage, environment, last_line, mark_done, r
 
 environment(wandb=True)
 
+from data_pipeline.synthetic_recipes import sft_data_mix, verification_task
 from eval.record_rows import localisation_rows, record_counts
-from verifier.io import write_if_changed
+from training.reward_claim import run_data_config, write_data
 
 
 @dataclass
@@ -159,15 +160,6 @@ def seed_workers(argv: list[str], seeds: list[int], workers: int, out: Path) -> 
                          "runs are kept: the same command resumes them)")
 
 
-def run_data_config(out: Path):
-    """The data of every GRPO / evaluation run of the bench: OUT/grpo_train.jsonl and all of OUT/held_out.jsonl
-    (``n_train``/``n_eval`` None: no cap; 0 is rejected by the held-out check of ``training/ladder.py``)."""
-    from training.config import DataConfig
-
-    return DataConfig(source="jsonl", train_path=str(out / "grpo_train.jsonl"), eval_path=str(out / "held_out.jsonl"),
-                      n_train=None, n_eval=None, prompt_template="verify_compact")
-
-
 # Item 4's setting (issue 23): 6-8 step proofs, half the invalid SFT targets naming a step 2-3 off, 5 seeds per arm;
 # in the suite its warm start continues the 3-step warm start (sft_from) on the long chains. Any of these can be
 # given on the command line as ``localisation.KEY=VALUE``.
@@ -176,24 +168,6 @@ def run_data_config(out: Path):
 LOCALISATION: dict[str, str] = {"min_steps": "6", "max_steps": "8", "sft_step_noise": "0.5",
                                 "max_completion_length": "256", "seeds": "0,1,2,3,4", "workers": "2",
                                 "sft_steps": "200", "n_eval": "240"}
-
-
-def synthetic_task(cfg: BenchConfig) -> dict[str, Any]:
-    """The synthetic task's options (``data_pipeline.synthetic.SyntheticConfig``) of every data set of the bench."""
-    return {"min_steps": cfg.min_steps, "max_steps": cfg.max_steps, "max_operand": cfg.max_operand,
-            "recoverable_rate": 0.0, "qe_fraction": 0.0, "fatal_kinds": cfg.fatal_kinds.split(","),
-            "subjects": cfg.subjects.split(","), "problem_id_from_text": True,
-            "error_delta_min": cfg.error_delta_min, "error_delta_max": cfg.error_delta_max}
-
-
-def sft_data_mix(cfg: BenchConfig) -> dict[str, Any]:
-    """The SFT data's own valid fraction and fatal kinds where they differ from the task's (GRPO and held-out data
-    keep the task's): an empty dict by default, so that an SFT stage finished before these options resumes."""
-    from data_pipeline.synthetic import SyntheticConfig
-
-    mix = {"valid_fraction": cfg.sft_valid_fraction, "fatal_kinds": (cfg.sft_fatal_kinds or cfg.fatal_kinds).split(",")}
-    task = {"valid_fraction": SyntheticConfig.valid_fraction, **synthetic_task(cfg)}
-    return {k: v for k, v in mix.items() if v != task[k]}
 
 
 def run_suite(argv: list[str], cfg: BenchConfig) -> None:
@@ -315,45 +289,14 @@ def main(argv: list[str] | None = None) -> None:
                                                                 num_heads=cfg.num_heads, num_kv_heads=cfg.num_kv_heads,
                                                                 intermediate_size=cfg.intermediate_size))
     tick("build model", t0)
-    task, sft_mix = synthetic_task(cfg), sft_data_mix(cfg)
+    task, sft_mix = verification_task(cfg), sft_data_mix(cfg)
 
     def data(n_train: int, seed: int, **mix: Any) -> DataConfig:
         return DataConfig(source="synthetic", n_train=n_train, n_eval=cfg.n_eval, seed=seed,
                           prompt_template="verify_compact", synthetic={**task, **mix})
 
-    # SFT warm start: its own problems (seed + 1); GRPO: seed + 2; held-out: seed + 2 + 10000 (disjoint ids),
-    # the same held-out records for every model
     t0 = time.monotonic()
-    from training.data import load_trajectories_for
-    from verifier.identity import ProblemIndex
-    from verifier.io import load_trajectories
-
-    sft_trajs, _ = load_trajectories_for(data(cfg.n_sft, cfg.seed + 1, **sft_mix))
-    grpo_trajs, gold = load_trajectories_for(data(cfg.n_grpo, cfg.seed + 2))  # drops held-out problems of GRPO's
-    seen = [*(sft_trajs if not cfg.init_from else ()),
-            *(load_trajectories(cfg.exclude_problems_of).records if cfg.exclude_problems_of else ())]
-    n_gen = len(gold)
-    index = ProblemIndex(seen)  # the one leak check: a problem of the SFT data by id or by text
-    gold = [t for t in gold if index.shared(t) is None]
-    if cfg.grpo_fresh_problems:  # RL prompts the warm start has not memorised: problems of neither SFT nor held-out
-        taken = ProblemIndex([*seen, *gold])
-        pool, _ = load_trajectories_for(data(cfg.grpo_fresh_pool, cfg.seed + 3))
-        fresh = [t for t in pool if taken.shared(t) is None]
-        if len(fresh) < cfg.n_grpo:
-            raise SystemExit(f"only {len(fresh)} GRPO records on problems outside the SFT and held-out data: "
-                             "raise grpo_fresh_pool")
-        grpo_trajs = fresh[: cfg.n_grpo]
-        print(f"[bench-learning] GRPO: {len(grpo_trajs)} records on {len({t.problem_id for t in grpo_trajs})} "
-              f"problems outside the SFT and held-out data (of {len(pool)} generated)", flush=True)
-    print(f"[bench-learning] held-out: {len(gold)} records ({n_gen - len(gold)} dropped: their problem occurs in the "
-          "SFT data)" + ("" if seen or not cfg.init_from else "; init_from without exclude_problems_of: overlap "
-                         "with the warm start's data is not checked"), flush=True)
-    if len(gold) < 20:
-        raise SystemExit(f"only {len(gold)} held-out records left after removing training problems: raise n_eval")
-    if not cfg.init_from:  # a later run can start from this warm start: init_from=OUT/sft/final exclude_problems_of=this
-        write_if_changed(out / "sft_train.jsonl", sft_trajs)
-    write_if_changed(out / "grpo_train.jsonl", grpo_trajs)
-    write_if_changed(out / "held_out.jsonl", gold)  # every model is judged on exactly these records
+    sft_trajs, gold = write_data(cfg, out, data, sft_mix)
     run_data = run_data_config(out)
     sft_cfg = SFTRunConfig(output_dir=str(out / "sft"), model=ModelConfig(name_or_path=str(model_dir)),
                            wandb=WandbConfig(enabled=False),

@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import PROVER_ARMS, Clock, ProverHackingConfig, environment, last_line, prover_options, torch_threads
+from bench.common import (PROVER_ARMS, Clock, ProverHackingConfig, Servers, environment, last_line, prover_options,
+                          torch_threads)
 
 environment(wandb=True)
 
@@ -51,9 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     from training.prover_reward import ProverRLConfig, problem_rows, synthetic_problems
     from training.sft import SFTRunConfig, sft_train
     from verifier.results import WandbConfig  # bench runs log no W&B (SFT's default: on)
-    from verifier.config import EndpointConfig
     from verifier.judging import JudgeConfig
-    from verifier.serve import ServeConfig, VLLMServer, free_port
     from verifier.tiny_model import TinyModelConfig, build
 
     clock = Clock("bench-prover")
@@ -138,21 +137,15 @@ def main(argv: list[str] | None = None) -> None:
                                          intermediate_size=cfg.intermediate_size))
             members.append(verifier_sft(f"verifier_pool{i}", init, cfg.seed + 100 * i))
         tick(f"pool: {cfg.pool_size - 1} more verifiers (SFT)", t0)
-    servers = []
+    servers = Servers(out, 2048)
     try:
-        for i, d in enumerate([verifier_dir, *members]):
-            name = "verifier" if i == 0 else f"verifier_pool{i}"
-            servers.append(VLLMServer(ServeConfig(model=str(d), served_model_name=name, port=free_port(), api_key=None,
-                                                  log_file=str(out / f"vllm-{name}.log"), max_model_len=2048,
-                                                  max_num_batched_tokens=2048)).start())
-        eps = [EndpointConfig(base_url=sv.base_url, model="verifier" if i == 0 else f"verifier_pool{i}",
-                              max_concurrency=64, timeout_s=300, max_retries=2) for i, sv in enumerate(servers)]
+        eps = [servers.endpoint("verifier" if i == 0 else f"verifier_pool{i}", d)
+               for i, d in enumerate([verifier_dir, *members])]
         report = _arms(cfg, out, prover_sft, eps, grpo_problems, held, tick, t_start, timings,
                        (DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings, run,
                         ProverRLConfig, JudgeConfig))
     finally:
-        for sv in servers:
-            sv.stop()
+        servers.stop()
     report["timings_s"] = timings
     report["verifier"] = str(verifier_dir)
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str))

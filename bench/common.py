@@ -74,6 +74,32 @@ def run_workers(jobs: list[tuple[str, str, list[str]]], out: Path, log: Callable
     return failed
 
 
+class Servers:
+    """The vLLM servers of a bench (``verifier.serve``), one per served name, each started on first use and logging
+    to ``out/vllm-<name>.log``; ``stop`` stops them all."""
+
+    def __init__(self, out: Path, max_len: int):
+        self.out, self.max_len, self.running = out, max_len, {}
+
+    def endpoint(self, name: str, model: str | Path) -> Any:
+        """The endpoint of the server of ``model`` served as ``name`` (started here unless it runs)."""
+        from verifier.config import EndpointConfig
+        from verifier.serve import ServeConfig, VLLMServer, free_port
+
+        if name not in self.running:
+            self.running[name] = VLLMServer(ServeConfig(
+                model=str(model), served_model_name=name, port=free_port(), api_key=None,
+                log_file=str(self.out / f"vllm-{name}.log"), max_model_len=self.max_len,
+                max_num_batched_tokens=self.max_len)).start()
+        return EndpointConfig(base_url=self.running[name].base_url, model=name, max_concurrency=64, timeout_s=300,
+                              max_retries=2)
+
+    def stop(self) -> None:
+        for s in self.running.values():
+            s.stop()
+        self.running.clear()
+
+
 def torch_threads() -> None:
     """Torch on ``OMP_NUM_THREADS`` threads (one unless the caller set more); imports torch."""
     import torch

@@ -9,7 +9,8 @@
 * ``PLANTED_ERRORS``: the demo's planted errors (a wrong operand or final answer, 10-20 off), the verifier's warm start;
 * ``random_queue``: the uncertainty queue's baseline (section 4.1), the same budget and per-problem cap at random;
 * ``simulated_expert_annotation``: a queue annotated the user's way, by the simulated expert (appendix C);
-* ``grpo_variants``: the Table 3 GRPO data variants (base / extra_ann / pos_aug) over one held-out set.
+* ``grpo_variants``: the Table 3 GRPO data variants (base / extra_ann / pos_aug) over one held-out set;
+* ``verification_task``, ``sft_data_mix``: ``make bench-learning``'s synthetic task and its SFT data's own mix.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 from data_pipeline.candidates import revision_prompt
 from data_pipeline.simulated_expert import expert_annotation
-from data_pipeline.synthetic import _apply
+from data_pipeline.synthetic import SyntheticConfig, _apply
 from data_pipeline.synthetic_check import check_proof, gold_proof, parse_problem, proof_text
 from verifier.generation import Condition
 from verifier.judgment import load_judgments
@@ -198,3 +199,20 @@ def grpo_variants(d: Path, held: list[Any], base: list[Any], annotated: dict[str
                 variant=variant, base=str(d / "base.jsonl"), extra=str(extra), augmented=str(positives),
                 held_out=str(d / root / "held_out.jsonl"), out=str(d / root / variant), seed=seed))
     return out
+
+
+def verification_task(cfg: Any) -> dict[str, Any]:
+    """The synthetic verification task's options (``data_pipeline.synthetic.SyntheticConfig``) of every data set of
+    ``make bench-learning`` (``cfg``: its options)."""
+    return {"min_steps": cfg.min_steps, "max_steps": cfg.max_steps, "max_operand": cfg.max_operand,
+            "recoverable_rate": 0.0, "qe_fraction": 0.0, "fatal_kinds": cfg.fatal_kinds.split(","),
+            "subjects": cfg.subjects.split(","), "problem_id_from_text": True,
+            "error_delta_min": cfg.error_delta_min, "error_delta_max": cfg.error_delta_max}
+
+
+def sft_data_mix(cfg: Any) -> dict[str, Any]:
+    """The SFT data's own valid fraction and fatal kinds where they differ from the task's (GRPO and held-out data
+    keep the task's): an empty dict by default, so that an SFT stage finished before these options resumes."""
+    mix = {"valid_fraction": cfg.sft_valid_fraction, "fatal_kinds": (cfg.sft_fatal_kinds or cfg.fatal_kinds).split(",")}
+    task = {"valid_fraction": SyntheticConfig.valid_fraction, **verification_task(cfg)}
+    return {k: v for k, v in mix.items() if v != task[k]}

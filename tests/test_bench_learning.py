@@ -273,14 +273,15 @@ def test_the_sft_data_mix_changes_only_the_sft_data(bench):
     """sft_valid_fraction / sft_fatal_kinds (item 4's diagnosis) reach the SFT data alone, and by default add
     nothing to the SFT stage's settings (a stage finished before the options still resumes)."""
     from data_pipeline.synthetic import generate_synthetic
+    from data_pipeline.synthetic_recipes import sft_data_mix, verification_task
 
-    assert bench.sft_data_mix(bench.BenchConfig()) == {}
+    assert sft_data_mix(bench.BenchConfig()) == {}
     cfg = bench._overrides(["sft_valid_fraction=0.2", "sft_fatal_kinds=wrong_operand", "min_steps=6",
                             "max_steps=8"], bench.BenchConfig())
-    mix = bench.sft_data_mix(cfg)
+    mix = sft_data_mix(cfg)
     assert mix == {"valid_fraction": 0.2, "fatal_kinds": ["wrong_operand"]}
-    sft = generate_synthetic(400, seed=3, **{**bench.synthetic_task(cfg), **mix})
-    task = generate_synthetic(400, seed=3, **bench.synthetic_task(cfg))
+    sft = generate_synthetic(400, seed=3, **{**verification_task(cfg), **mix})
+    task = generate_synthetic(400, seed=3, **verification_task(cfg))
     assert 0.12 < sum(t.annotation.is_valid for t in sft) / len(sft) < 0.28
     assert {t.meta["synthetic"].get("fatal_kind") for t in sft if not t.annotation.is_valid} == {"wrong_operand"}
     assert 0.4 < sum(t.annotation.is_valid for t in task) / len(task) < 0.6

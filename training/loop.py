@@ -67,7 +67,7 @@ from training.grpo import run as grpo_run
 from training.prover_reward import AuditConfig, ProverRLConfig, evaluate_prover, gold_table, synthetic_problems
 from training.rewards import RewardConfig
 from training.sft import SFTRunConfig, gold_text, sft_train
-from training.stages import done_stage, mark_done
+from training.stages import done_stage, mark_done, run_stage
 from training.tiny_task import ProverBudget
 from verifier.config import MetaVerifierConfig, hydra_main
 from verifier.config import EndpointConfig
@@ -271,20 +271,9 @@ class Loop:
 
     def stage(self, r: int, name: str, fn: Callable[[Path], dict[str, Any]], settings: Any = None) -> dict[str, Any]:
         """Run stage ``name`` of round ``r`` in ``OUT/round_{r}/{name}/`` unless it finished with these settings."""
-        d = self.out / f"round_{r}" / name
-        marker = d / "loop_done.json"
         settings = settings if settings is not None else (self.round0_settings if r == 0 else self.round_settings)
-        if done_stage(marker, settings, self.cfg.resume):
-            self.log(f"round {r} {name}: resumed (finished with these settings)")
-            return json.loads((d / "result.json").read_text())
-        d.mkdir(parents=True, exist_ok=True)
-        self.log(f"round {r} {name}: started")
-        t = time.monotonic()
-        result = fn(d)
-        (d / "result.json").write_text(json.dumps(result, indent=1, default=str))
-        mark_done(marker, settings)
-        self.log(f"round {r} {name}: done in {time.monotonic() - t:.0f}s")
-        return result
+        return run_stage(self.out / f"round_{r}" / name, "loop_done.json", settings, fn, self.cfg.resume, self.log,
+                         f"round {r} {name}", say_start=True)
 
     def endpoint(self, name: str, model: str) -> Any:
         """The endpoint of a server of ``model`` (started once; ``name`` is its served name)."""

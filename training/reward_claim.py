@@ -5,13 +5,15 @@ budget, on held-out synthetic verifications (Table 3's reward claim, sections 4.
 start, Rough / Meta TPR, TNR, Balanced F1 pooled over seeds, first-error step accuracy, copy rate), the
 meta_ver_rl - rough_rl differences with CIs over problems and seeds (``eval.metrics.metric_deltas`` /
 ``ratio_delta``; paired seeds unless ``cfg.paired_seeds`` is false), the GRPO diagnosis (``training.diagnostics``),
-and writes OUT/{report.json,report.md,learning.png,diagnostics.png}.
+and writes OUT/{report.json,report.md,learning.png,diagnostics.png}. ``write_data`` writes the records of the
+comparison, ``run_data_config`` is the data every GRPO / evaluation run reads.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,54 @@ from eval.metrics import metric_deltas, ratio_delta
 from eval.record_rows import METRICS, pooled_metrics
 from eval.stats import BootstrapSpec, mean_delta_ci
 from training.diagnostics import copy_rate, plot_train_logs, summarize
+
+
+def write_data(cfg: Any, out: Path, data: Callable[..., Any], sft_mix: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+    """The comparison's records, written to OUT: the SFT warm start's (its own problems, seed + 1;
+    OUT/sft_train.jsonl unless ``init_from``), GRPO's (seed + 2; with ``grpo_fresh_problems`` drawn from seed + 3 on
+    problems of neither the SFT nor the held-out data) and the held-out records every model is judged on (seed + 2 +
+    10000, disjoint ids; without problems of the SFT data or of ``exclude_problems_of``). ``data(n, seed, **mix)``:
+    the ``DataConfig`` of a synthetic set. Returns (SFT records, held-out records)."""
+    from training.data import load_trajectories_for
+    from verifier.identity import ProblemIndex
+    from verifier.io import load_trajectories, write_if_changed
+
+    sft_trajs, _ = load_trajectories_for(data(cfg.n_sft, cfg.seed + 1, **sft_mix))
+    grpo_trajs, gold = load_trajectories_for(data(cfg.n_grpo, cfg.seed + 2))  # drops held-out problems of GRPO's
+    seen = [*(sft_trajs if not cfg.init_from else ()),
+            *(load_trajectories(cfg.exclude_problems_of).records if cfg.exclude_problems_of else ())]
+    n_gen = len(gold)
+    index = ProblemIndex(seen)  # the one leak check: a problem of the SFT data by id or by text
+    gold = [t for t in gold if index.shared(t) is None]
+    if cfg.grpo_fresh_problems:  # RL prompts the warm start has not memorised: problems of neither SFT nor held-out
+        taken = ProblemIndex([*seen, *gold])
+        pool, _ = load_trajectories_for(data(cfg.grpo_fresh_pool, cfg.seed + 3))
+        fresh = [t for t in pool if taken.shared(t) is None]
+        if len(fresh) < cfg.n_grpo:
+            raise SystemExit(f"only {len(fresh)} GRPO records on problems outside the SFT and held-out data: "
+                             "raise grpo_fresh_pool")
+        grpo_trajs = fresh[: cfg.n_grpo]
+        print(f"[bench-learning] GRPO: {len(grpo_trajs)} records on {len({t.problem_id for t in grpo_trajs})} "
+              f"problems outside the SFT and held-out data (of {len(pool)} generated)", flush=True)
+    print(f"[bench-learning] held-out: {len(gold)} records ({n_gen - len(gold)} dropped: their problem occurs in the "
+          "SFT data)" + ("" if seen or not cfg.init_from else "; init_from without exclude_problems_of: overlap "
+                         "with the warm start's data is not checked"), flush=True)
+    if len(gold) < 20:
+        raise SystemExit(f"only {len(gold)} held-out records left after removing training problems: raise n_eval")
+    if not cfg.init_from:  # a later run can start from this warm start: init_from=OUT/sft/final exclude_problems_of=this
+        write_if_changed(out / "sft_train.jsonl", sft_trajs)
+    write_if_changed(out / "grpo_train.jsonl", grpo_trajs)
+    write_if_changed(out / "held_out.jsonl", gold)  # every model is judged on exactly these records
+    return sft_trajs, gold
+
+
+def run_data_config(out: Path):
+    """The data of every GRPO / evaluation run of the bench: OUT/grpo_train.jsonl and all of OUT/held_out.jsonl
+    (``n_train``/``n_eval`` None: no cap; 0 is rejected by the held-out check of ``training/ladder.py``)."""
+    from training.config import DataConfig
+
+    return DataConfig(source="jsonl", train_path=str(out / "grpo_train.jsonl"), eval_path=str(out / "held_out.jsonl"),
+                      n_train=None, n_eval=None, prompt_template="verify_compact")
 
 
 def write_report(cfg: Any, out: Path, gold, runs: dict[str, list[dict[str, Any]]], counts: dict[str, list[Any]],
