@@ -38,6 +38,6 @@ class ProverBudget(TinyTask):
     num_generations: int = 8
     grpo_lr: float = 3e-5
     max_completion_length: int = 64  # the prover's token budget
-    temperature: float = 0.5  # the prover's sampling temperature in GRPO
+    temperature: float = 0.5  # the prover's sampling temperature (GRPO; in the loop also its proofs and repairs)
     eval_passes: int = 8
     eval_temperature: float = 0.5
