@@ -1,4 +1,6 @@
-"""The parts every bench shares: the environment, stage resume and the ``key=value`` last line.
+"""The parts the benches share: the environment, ``key=value`` options (bench-prover's, which the diagnoses reuse,
+among them), stage resume and the stage clock, vLLM servers, worker processes, and the ``key=value`` last line.
+A bench script imports this module and the library, never a sibling script.
 
 A bench is run as a script (``python bench/NAME.py KEY=VALUE ...``), so it puts the repository on ``sys.path``
 itself, in one line, and then imports this module::
