@@ -15,7 +15,7 @@ In one process tree, on the same tiny model and the same ProcessBench prompts wi
 (f) a peer harness: the same 8-pass judging of the same proofs (same prompt, sampling, per-pass seeds and guided
     verdict regex as (d), so that decisions vary) through inspect-ai (``bench/peer_inspect.py``, run as a
     subprocess under ``.venv-peer/bin/python``: ``make peer-deps``) on the same server as our client (b);
-    the peer's completions are parsed by our parser and aggregated by our pessimism (``bench/peer_compare.py``).
+    the peer's completions are parsed by our parser and aggregated by our pessimism (``eval/peer_compare.py``).
     Proofs per second of each side's judging call (ours: ``judge_trajectories``; the peer: inspect's ``eval``),
     interleaved within each repeat (the order alternates); the process start (interpreter and imports) of each
     side is reported apart. ``vs_peer`` = ours / the peer's proofs per second, ``peer_agreement`` = the
@@ -115,7 +115,7 @@ def main() -> None:
     from verifier.config import EndpointConfig
     from verifier.engine import GenerationRequest, OpenAIEngine, base_seed
     from verifier.judging import JudgeConfig, synthetic_verdict_regex
-    from bench.peer_compare import LINE_FORMATS, agreement, line_values, pass_text_agreement, peer_decisions, run_peer
+    from eval.peer_compare import LINE_FORMATS, agreement, line_values, pass_text_agreement, peer_decisions, run_peer
     from verifier.records import Verdict
     from verifier.runner import judge_trajectories, verification_item
     from verifier.offline import OfflineConfig, VLLMOfflineEngine

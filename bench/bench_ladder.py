@@ -36,48 +36,36 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import random
-import subprocess
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import done_stage, environment, mark_done, settings_of
+from bench.common import (Servers, done_stage, environment, last_line, mark_done, run_workers, set_options,
+                          settings_of)
+from training.ladder import ROW_DATA, disjoint_problems, row_config
+from training.stages import run_stage
 
 environment(wandb=True)
 
 from data_pipeline import synthetic_recipes as recipes
+from training.tiny_task import TinyTask
 from verifier.errors import UserError
 
 STAGES = ("provers", "verifier", "candidates", "selection", "repairer", "augment", "held_out", "grpo_data", "rows", "report")
-ROWS = ("rough_rl", "meta_ver_rl", "extra_ann", "pos_aug", "extra_ann_random")
-# row -> (data root, variant, reward components)
-ROW_DATA = {"rough_rl": ("data", "base", {"rough": 1.0, "meta": 0.0}), "meta_ver_rl": ("data", "base", {"meta": 1.0}),
-            "extra_ann": ("data", "extra_ann", {"meta": 1.0}), "pos_aug": ("data", "pos_aug", {"meta": 1.0}),
-            "extra_ann_random": ("data_random", "extra_ann", {"meta": 1.0})}
-
-
 @dataclass
-class LadderConfig:
+class LadderConfig(TinyTask):
+    """Model and task: ``training.tiny_task.TinyTask`` (the demo's tiny model; 3-step chains of one-digit operands)."""
+
     out: str = "runs/bench_ladder"
     seed: int = 0  # model, data and SFT seed
     seeds: str = "0,1,2"  # GRPO seeds of every trained row
     until: str = "report"  # stop after this stage
     workers: int = 2  # GRPO rows in this many processes (1 core each)
-    # model and task (the demo's tiny model; 3-step chains of one-digit operands)
-    hidden_size: int = 128
-    num_layers: int = 2
-    intermediate_size: int = 384
-    min_steps: int = 3
-    max_steps: int = 3
-    max_operand: int = 9
     # provers: SFT on gold proofs, a checkpoint every prover_save_every steps; the checkpoints at prover_ckpts steps
     # are the generators (chosen from their true rates on pool problems: reports/table3_prover_proofs.md)
-    n_prover_sft: int = 2000
     prover_sft_steps: int = 1200
     prover_save_every: int = 300
     prover_ckpts: str = "900,1200"
@@ -122,17 +110,7 @@ class LadderConfig:
 
 def parse_options(argv: list[str]) -> LadderConfig:
     """``key=value`` options onto ``LadderConfig``; an unknown or ill-typed key is one clear error."""
-    cfg = LadderConfig()
-    types = {f.name: f for f in dataclasses.fields(cfg)}
-    for a in argv:
-        k, eq, v = a.partition("=")
-        if not eq or k not in types:
-            raise SystemExit(f"bench-ladder: unknown option {a!r}; options: {', '.join(types)}")
-        cur = getattr(cfg, k)
-        try:
-            setattr(cfg, k, v.lower() in ("1", "true", "yes") if isinstance(cur, bool) else type(cur)(v))
-        except ValueError:
-            raise SystemExit(f"bench-ladder: option {k}={v!r}: expected {type(cur).__name__}") from None
+    cfg = set_options(LadderConfig(), argv, "bench-ladder")
     if cfg.until not in STAGES:
         raise SystemExit(f"bench-ladder: until={cfg.until!r}: use one of {', '.join(STAGES)}")
     if cfg.repair_check not in ("exact", "verifiers"):
@@ -157,61 +135,25 @@ class Bench:
         self.cfg, self.argv, self.out = cfg, argv, Path(cfg.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.t0 = time.monotonic()
-        self.servers: dict[str, Any] = {}
+        self.servers = Servers(self.out, 1024)
 
     def log(self, msg: str) -> None:
         print(f"[bench-ladder {time.monotonic() - self.t0:6.0f}s] {msg}", flush=True)
 
     def stage(self, name: str, settings: dict[str, Any], fn) -> Any:
-        marker = self.out / name / "bench_done.json"
-        settings = json.loads(json.dumps(settings, default=str))
-        if done_stage(marker, settings, self.cfg.resume):
-            self.log(f"{name}: resumed (finished with these settings)")
-            return json.loads((self.out / name / "result.json").read_text())
-        (self.out / name).mkdir(parents=True, exist_ok=True)
-        t = time.monotonic()
-        try:
-            result = fn(self.out / name)
-        except UserError as e:  # a data stage refused its input: one line naming the stage and the key
+        try:  # a data stage that refuses its input: one line naming the stage and the key
+            return run_stage(self.out / name, "bench_done.json", json.loads(json.dumps(settings, default=str)), fn,
+                             self.cfg.resume, self.log, name)
+        except UserError as e:
             raise SystemExit(f"bench-ladder: stage {name}: {e}") from None
-        (self.out / name / "result.json").write_text(json.dumps(result, indent=1, default=str))
-        mark_done(marker, settings)
-        self.log(f"{name}: done in {time.monotonic() - t:.0f}s")
-        return result
-
-    # ------------------------------------------------------------------ servers
-    def serve(self, name: str, model: str) -> Any:
-        from verifier.config import EndpointConfig
-        from verifier.serve import ServeConfig, VLLMServer, free_port
-
-        if name not in self.servers:
-            self.servers[name] = VLLMServer(ServeConfig(
-                model=model, served_model_name=name, port=free_port(), api_key=None,
-                log_file=str(self.out / f"vllm-{name}.log"), max_model_len=1024,
-                max_num_batched_tokens=1024)).start()
-        s = self.servers[name]
-        return EndpointConfig(base_url=s.base_url, model=name, max_concurrency=64, timeout_s=300, max_retries=2)
-
-    def stop_servers(self) -> None:
-        for s in self.servers.values():
-            s.stop()
-        self.servers.clear()
 
     # ------------------------------------------------------------------ stages
     def problems(self) -> dict[str, list[Any]]:
         """Problems: prover SFT (seed+1), verifier data (its own), pool (seed+2), held-out (seed+3); a held-out
         problem is in no training set (the one leak check, by text)."""
-        from training.prover_reward import synthetic_problems
-
-        cfg, t = self.cfg, task(self.cfg)
-        t = {k: v for k, v in t.items() if k != "problem_id_from_text"}
-        sft = synthetic_problems(cfg.n_prover_sft, cfg.seed + 1, **t)
-        pool = synthetic_problems(cfg.n_pool_problems * 10, cfg.seed + 2, **t)
-        held = synthetic_problems(cfg.n_heldout_problems * 20, cfg.seed + 3, **t)
-        seen = {p.problem for p in sft}
-        pool = [p for p in pool if p.problem not in seen][: cfg.n_pool_problems]
-        seen |= {p.problem for p in pool}
-        held = [p for p in held if p.problem not in seen][: cfg.n_heldout_problems]
+        cfg = self.cfg
+        sft, pool, held = disjoint_problems({k: v for k, v in task(cfg).items() if k != "problem_id_from_text"},
+                                            cfg.seed, cfg.n_prover_sft, cfg.n_pool_problems, cfg.n_heldout_problems)
         if len(held) < cfg.n_heldout_problems or len(pool) < cfg.n_pool_problems:
             raise SystemExit(f"bench-ladder: only {len(pool)} pool and {len(held)} held-out problems outside the "
                              "training sets: lower n_pool_problems / n_heldout_problems or raise max_operand")
@@ -220,20 +162,17 @@ class Bench:
     def provers(self, d: Path) -> dict[str, Any]:
         from datasets import Dataset
 
-        from training.config import ModelConfig
-        from training.sft import SFTRunConfig, sft_train
-        from verifier.results import WandbConfig  # bench runs log no W&B (SFT's default: on)
+        from training.sft import cpu_sft_config, sft_train
         from verifier.tiny_model import TinyModelConfig, build
 
         cfg = self.cfg
         model = build(TinyModelConfig(out=str(self.out / "model"), seed=cfg.seed, hidden_size=cfg.hidden_size,
                                       num_layers=cfg.num_layers, intermediate_size=cfg.intermediate_size))
         ds = Dataset.from_list(recipes.prover_sft_rows(self.problems()["sft"], cfg.seed + 1))
-        sft_train(SFTRunConfig(wandb=WandbConfig(enabled=False),
-            output_dir=str(d / "sft"), model=ModelConfig(name_or_path=str(model)), max_steps=cfg.prover_sft_steps,
-            per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.prover_lr, warmup_steps=5, max_length=512,
-            logging_steps=25, seed=cfg.seed, gradient_accumulation_steps=1, bf16=False,
-            save_steps=cfg.prover_save_every, save_total_limit=None, lr_scheduler_type="constant"), [], dataset=ds)
+        sft_train(cpu_sft_config(d / "sft", model, max_steps=cfg.prover_sft_steps,
+                                 per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.prover_lr, seed=cfg.seed,
+                                 save_steps=cfg.prover_save_every, save_total_limit=None,
+                                 lr_scheduler_type="constant"), [], dataset=ds)
         ckpts = {str(s): str(d / "sft" / ("final" if s == cfg.prover_sft_steps else f"checkpoint-{s}"))
                  for s in range(cfg.prover_save_every, cfg.prover_sft_steps + 1, cfg.prover_save_every)}
         return {"model": str(model), "checkpoints": ckpts}
@@ -249,24 +188,19 @@ class Bench:
         return out
 
     def verifier(self, d: Path, model: str) -> dict[str, Any]:
-        from training.config import DataConfig, ModelConfig
+        from training.config import DataConfig
         from training.data import load_trajectories_for
-        from training.sft import SFTRunConfig, sft_train
-        from verifier.results import WandbConfig  # bench runs log no W&B (SFT's default: on)
+        from training.sft import cpu_sft_config, sft_train
+        from verifier.io import write_jsonl
 
         cfg = self.cfg
         data = DataConfig(source="synthetic", n_train=cfg.n_verifier_sft, n_eval=0, seed=cfg.seed + 4,
                           prompt_template="verify_compact",
-                          synthetic={**task(cfg), "fatal_kinds": ["wrong_operand", "wrong_final"],
-                                     "error_delta_min": 10, "error_delta_max": 20})
+                          synthetic={**task(cfg), **recipes.PLANTED_ERRORS})
         train, _ = load_trajectories_for(data)
-        path = sft_train(SFTRunConfig(wandb=WandbConfig(enabled=False),
-            output_dir=str(d / "sft"), model=ModelConfig(name_or_path=model), data=data, style=cfg.style,
-            max_steps=cfg.verifier_sft_steps, per_device_train_batch_size=cfg.sft_batch,
-            learning_rate=cfg.verifier_lr, warmup_steps=5, max_length=512, logging_steps=25, seed=cfg.seed,
-            gradient_accumulation_steps=1, bf16=False, save_steps=0), train)
-        from verifier.io import write_jsonl
-
+        path = sft_train(cpu_sft_config(d / "sft", model, data=data, style=cfg.style, max_steps=cfg.verifier_sft_steps,
+                                        per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.verifier_lr,
+                                        seed=cfg.seed, save_steps=0), train)
         write_jsonl(d / "sft_train.jsonl", train)
         return {"verifier": str(path)}
 
@@ -285,16 +219,12 @@ class Bench:
 
         cfg = self.cfg
         temps = [float(t) for t in cfg.temperatures.split(",")]
-        gens, tlist = [], []
-        for name, path in provers.items():
-            ep = self.serve(name, path)
-            for t in temps:
-                gens.append(ep)
-                tlist.append(t)
+        eps = {name: self.servers.endpoint(name, path) for name, path in provers.items()}  # one server per prover
+        gens, tlist = [ep for ep in eps.values() for _ in temps], [t for _ in eps for t in temps]
         write_jsonl(d / "problems.jsonl", [dataclasses.asdict(p) for p in self.problems()[part]])
         summary = cand.run(cand.CandidatesConfig(
             problems=str(d / "problems.jsonl"), out=str(d), generators=gens, temperatures=tlist, k=cfg.k,
-            rounds=cfg.rounds, critic="verifier", verifier=self.serve("verifier", verifier),
+            rounds=cfg.rounds, critic="verifier", verifier=self.servers.endpoint("verifier", verifier),
             critique=cand.CriticConfig(n=1, template="verify_compact", temperature=cfg.temperature,
                                        max_tokens=cfg.max_completion_length),
             max_tokens=cfg.prover_max_tokens, run_seed=cfg.seed + (0 if part == "pool" else 1), progress=True))
@@ -307,142 +237,72 @@ class Bench:
         self.log(f"candidates ({part}): {summary['candidates_total']} proofs; error mix {result['error_mix']}")
         return result
 
-    def annotate_queue(self, d: Path, queue: Path) -> dict[str, Any]:
-        """annotate export -> simulated expert (Label Studio export) -> ingest: what training reads."""
-        from data_pipeline.annotate import AnnotateConfig, export
-        from data_pipeline.ingest import IngestConfig
-        from data_pipeline.ingest import run as ingest
-        from data_pipeline.simulated_expert import SimulatedExpertConfig
-        from data_pipeline.simulated_expert import run as simulate
-
-        export(AnnotateConfig(queue=str(queue), out=str(d / "tasks"), progress=False))
-        s = simulate(SimulatedExpertConfig(tasks=str(d / "tasks" / "tasks.json"), out=str(d / "expert"),
-                                           budget=self.cfg.budget))
-        r = ingest(IngestConfig(input=str(d / "expert" / "export.json"), out=str(d / "ingested"), progress=False,
-                                name="simulated expert annotations"))
-        return {"expert": s, "ingested": r.summary()}
-
     def selection(self, d: Path, verifier: str, cand_dir: Path) -> dict[str, Any]:
         from data_pipeline.selection import SelectConfig, run
         from verifier.io import load_trajectories, write_jsonl
 
         cfg = self.cfg
-        ep = self.serve("verifier", verifier)
+        ep = self.servers.endpoint("verifier", verifier)
         run(SelectConfig(trajectories=str(cand_dir / "candidates.jsonl"), out=str(d / "uncertainty"),
                          endpoint=ep, judge=self.judge(cfg.select_passes), budget=cfg.budget,
                          per_problem_cap=cfg.per_problem_cap, seed=cfg.seed, progress=True))
         pool = load_trajectories(cand_dir / "candidates.jsonl").records
-        rng = random.Random(cfg.seed)
-        by_problem: dict[str, list[Any]] = {}
-        for t in pool:
-            by_problem.setdefault(t.problem_id, []).append(t)
-        random_queue = []  # the same budget and per-problem cap, drawn at random
-        order = rng.sample(pool, len(pool))
-        taken: Counter = Counter()
-        for t in order:
-            if len(random_queue) < cfg.budget and taken[t.problem_id] < cfg.per_problem_cap:
-                random_queue.append(t)
-                taken[t.problem_id] += 1
-        write_jsonl(d / "random" / "annotation_queue.jsonl", random_queue)
+        write_jsonl(d / "random" / "annotation_queue.jsonl",
+                    recipes.random_queue(pool, cfg.budget, cfg.per_problem_cap, cfg.seed))
         return {"warm_start_on_pool": recipes.pass_acceptance(pool, d / "uncertainty" / "judgments.jsonl"),
-                "uncertainty": self.annotate_queue(d / "uncertainty", d / "uncertainty" / "annotation_queue.jsonl"),
-                "random": self.annotate_queue(d / "random", d / "random" / "annotation_queue.jsonl")}
+                **{q: recipes.simulated_expert_annotation(d / q, d / q / "annotation_queue.jsonl", cfg.budget)
+                   for q in ("uncertainty", "random")}}
 
     def repairer(self, d: Path, provers: dict[str, str]) -> dict[str, Any]:
         """The strongest generator, SFT'd further on revision and repair prompts (the provers' SFT problems)."""
         from datasets import Dataset
 
-        from training.config import ModelConfig
-        from training.sft import SFTRunConfig, sft_train
-        from verifier.results import WandbConfig  # bench runs log no W&B (SFT's default: on)
+        from training.sft import cpu_sft_config, sft_train
 
         cfg = self.cfg
         name = list(provers)[-1]
         if cfg.repairer_sft_steps == 0:
             return {"model": provers[name], "from": name, "steps": 0}
         rows = recipes.prover_sft_rows(self.problems()["sft"], cfg.seed + 2, repair_fraction=1.0)
-        sft_train(SFTRunConfig(
-            wandb=WandbConfig(enabled=False), output_dir=str(d / "sft"), model=ModelConfig(name_or_path=provers[name]),
-            max_steps=cfg.repairer_sft_steps, per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.prover_lr,
-            warmup_steps=5, max_length=512, logging_steps=25, seed=cfg.seed, gradient_accumulation_steps=1,
-            bf16=False, save_steps=10_000, lr_scheduler_type="constant"), [], dataset=Dataset.from_list(rows))
+        sft_train(cpu_sft_config(d / "sft", provers[name], max_steps=cfg.repairer_sft_steps,
+                                 per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.prover_lr, seed=cfg.seed,
+                                 save_steps=10_000, lr_scheduler_type="constant"), [], dataset=Dataset.from_list(rows))
         return {"model": str(d / "sft" / "final"), "from": name, "steps": cfg.repairer_sft_steps, "rows": len(rows)}
 
     def augment(self, d: Path, repairer: str, verifier: str, sel_dir: Path) -> dict[str, Any]:
         from data_pipeline.augment import AugmentConfig, run
 
         cfg = self.cfg
-        gen = self.serve("repairer", repairer)
-        verifiers = [self.serve("verifier", verifier)] if cfg.repair_check == "verifiers" else []
+        gen = self.servers.endpoint("repairer", repairer)
+        verifiers = [self.servers.endpoint("verifier", verifier)] if cfg.repair_check == "verifiers" else []
         return run(AugmentConfig(input=str(sel_dir / "uncertainty" / "ingested"), out=str(d), generator=gen,
                                  verifiers=verifiers, check=cfg.repair_check, attempts=cfg.repair_attempts,
                                  temperature=cfg.temperature, max_tokens=cfg.prover_max_tokens,
                                  verify=self.judge(8, early_stop=True), run_seed=cfg.seed, progress=True))
 
     def grpo_data(self, d: Path, held_dir: Path, sel_dir: Path, aug_dir: Path, verifier_dir: Path) -> dict[str, Any]:
-        from data_pipeline.grpo_dataset import GrpoDataConfig, write_variant
         from data_pipeline.synthetic import generate_synthetic
         from verifier.identity import ProblemIndex
-        from verifier.io import load_trajectories, write_jsonl
+        from verifier.io import load_trajectories
 
         cfg = self.cfg
         if not (aug_dir / "positives.jsonl").is_file():  # no repair passed the check: pos_aug has nothing to add
             (aug_dir / "positives.jsonl").write_text("")
         held = load_trajectories(held_dir / "held_out.jsonl").records
         taken = ProblemIndex([*held, *load_trajectories(verifier_dir / "sft_train.jsonl").records])
-        pool = generate_synthetic(cfg.n_grpo * 8, seed=cfg.seed + 5, **{**task(cfg), "fatal_kinds":
-                                  ["wrong_operand", "wrong_final"], "error_delta_min": 10, "error_delta_max": 20})
+        pool = generate_synthetic(cfg.n_grpo * 8, seed=cfg.seed + 5, **{**task(cfg), **recipes.PLANTED_ERRORS})
         base = [t for t in pool if taken.shared(t) is None][: cfg.n_grpo]
         if len(base) < cfg.n_grpo:
             raise SystemExit(f"bench-ladder: only {len(base)} base GRPO records on fresh problems")
-        write_jsonl(d / "base.jsonl", base)
-        out = {}
-        for root, extra in (("data", sel_dir / "uncertainty" / "ingested"), ("data_random", sel_dir / "random" /
-                                                                               "ingested")):
-            write_jsonl(d / root / "held_out.jsonl", held)
-            for variant in ("base", "extra_ann", "pos_aug") if root == "data" else ("extra_ann",):
-                out[f"{root}/{variant}"] = write_variant(GrpoDataConfig(
-                    variant=variant, base=str(d / "base.jsonl"), extra=str(extra),
-                    augmented=str(aug_dir / "positives.jsonl"), held_out=str(d / root / "held_out.jsonl"),
-                    out=str(d / root / variant), seed=cfg.seed))
-        return out
-
-    def run_cfg(self, name: str, root: Path | None, variant: str, components: dict[str, float], seed: int,
-                warm: str, train: bool):
-        from eval.stats import BootstrapSpec
-        from training.config import (DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig,
-                                     WandbSettings, heldout_judge)
-        from training.rewards import RewardConfig
-
-        cfg = self.cfg
-        ev = EvalConfig(judge=dataclasses.replace(heldout_judge(), n=cfg.eval_passes, policy="pessimistic",
-                                                  max_tokens=cfg.max_completion_length, temperature=cfg.temperature,
-                                                  run_seed=cfg.seed), bootstrap=BootstrapSpec(n=200, seed=cfg.seed))
-        data = DataConfig(source="jsonl", root=str(root), variant=variant, n_train=None, n_eval=None,
-                          prompt_template="verify_compact")
-        return GRPORunConfig(
-            experiment_name=name.split("/")[0], output_dir=str(self.out / "rows" / name), train=train,
-            init_from=warm, model=ModelConfig(name_or_path=warm), data=data,
-            reward=RewardConfig(components=components),
-            grpo=GRPOSettings(max_steps=cfg.grpo_steps, per_device_train_batch_size=cfg.grpo_batch,
-                              num_generations=cfg.num_generations, max_completion_length=cfg.max_completion_length,
-                              learning_rate=cfg.grpo_lr, temperature=cfg.temperature, save_steps=10_000, beta=0.0,
-                              gradient_accumulation_steps=1, warmup_steps=0, bf16=False, logging_steps=1, seed=seed,
-                              log_completions=False, skip_zero_grad_steps=True),
-            eval=ev, wandb=WandbSettings(enabled=False))
+        return recipes.grpo_variants(d, held, base, {"data": sel_dir / "uncertainty" / "ingested",
+                                                     "data_random": sel_dir / "random" / "ingested"},
+                                     aug_dir / "positives.jsonl", cfg.seed)
 
     def one_row(self, name: str, warm: str) -> None:
         """Train (or for ``base`` only evaluate) one row / seed; resumable by its marker."""
         from training.grpo import run
 
-        row, _, seed = name.partition("/")
-        if row == "base":
-            rc = self.run_cfg("base", self.out / "grpo_data" / "data", "base", {"meta": 1.0}, self.cfg.seed, warm,
-                              False)
-        else:
-            root, variant, comps = ROW_DATA[row]
-            rc = self.run_cfg(name, self.out / "grpo_data" / root, variant, comps, int(seed.removeprefix("seed")),
-                              warm, True)
+        rc = row_config(self.cfg, self.out / "rows", self.out / "grpo_data", name, warm)
         marker, settings = self.out / "rows" / name / "bench_done.json", settings_of(rc)  # before run fills paths
         if done_stage(marker, settings, self.cfg.resume):
             return
@@ -450,7 +310,7 @@ class Bench:
         mark_done(marker, settings)
 
     def rows(self, warm: str) -> list[str]:
-        names = ["base", *(f"{r}/seed{s}" for s in self.cfg.seeds.split(",") for r in ROWS)]
+        names = ["base", *(f"{r}/seed{s}" for s in self.cfg.seeds.split(",") for r in ROW_DATA)]
         if self.cfg.only:
             for n in self.cfg.only.split(","):
                 self.log(f"row {n}")
@@ -459,16 +319,10 @@ class Bench:
         self.one_row("base", warm)
         todo = [n for n in names[1:] if not (self.out / "rows" / n / "bench_done.json").is_file()]
         groups = [todo[k::self.cfg.workers] for k in range(self.cfg.workers) if todo[k::self.cfg.workers]]
-        procs = []
-        for k, g in enumerate(groups):
-            log = open(self.out / f"worker{k}.log", "w")  # noqa: SIM115 (closed after the worker exits)
-            cmd = [sys.executable, str(Path(__file__).resolve()),
-                   *[a for a in self.argv if a.partition("=")[0] not in ("only", "workers")], f"only={','.join(g)}"]
-            procs.append((g, log, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)))
-            self.log(f"worker {k}: {len(g)} runs (log {self.out / f'worker{k}.log'})")
-        failed = [f"{g} (exit {p.wait()})" for g, log, p in procs if p.wait() != 0]
-        for _, log, _ in procs:
-            log.close()
+        keep = [a for a in self.argv if a.partition("=")[0] not in ("only", "workers")]
+        script = str(Path(__file__).resolve())
+        failed = run_workers([(f"{len(g)} runs", str(g), [script, *keep, f"only={','.join(g)}"]) for g in groups],
+                             self.out, self.log)
         if failed:
             raise SystemExit(f"bench-ladder: workers failed: {'; '.join(failed)}; see {self.out}/worker*.log "
                              "(finished runs are kept: the same command resumes them)")
@@ -526,15 +380,15 @@ def main(argv: list[str] | None = None) -> None:
                 lambda d: b.grpo_data(d, b.out / "held_out", b.out / "selection", b.out / "augment",
                                       b.out / "verifier"))
     finally:
-        b.stop_servers()
+        b.servers.stop()
     if until < STAGES.index("rows"):
         return
     names = b.rows(v["verifier"])
     if until < STAGES.index("report"):
         return
-    from bench.ladder_report import report
+    from eval.ladder_report import line_values, report
 
-    report(b.out, cfg, names, {"pool": cd, "held": held})
+    last_line(line_values(report(b.out, cfg, names, {"pool": cd, "held": held})))
 
 
 if __name__ == "__main__":

@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import re
 import sys
 import time
 from dataclasses import dataclass
@@ -39,9 +37,13 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import done_stage, environment, last_line, mark_done, settings_of
+from bench.common import Clock, done_stage, environment, last_line, mark_done, run_workers, settings_of, torch_threads
 
 environment(wandb=True)
+
+from data_pipeline.synthetic_recipes import sft_data_mix, verification_task
+from eval.record_rows import localisation_rows, record_counts
+from training.reward_claim import run_data_config, write_data
 
 
 @dataclass
@@ -130,115 +132,6 @@ def _overrides(argv: list[str], cfg: BenchConfig) -> BenchConfig:
     return cfg
 
 
-def record_counts(gold, predictions_jsonl: Path):
-    """Per-record indicator rows (``eval.metrics.record_row``) of a run's predictions, in gold order."""
-    import numpy as np
-
-    from eval.metrics import Prediction, record_row
-    from verifier.io import read_jsonl
-
-    preds = {str(r["id"]): Prediction.from_dict(r) for r in read_jsonl(predictions_jsonl)}
-    missing = [t.id for t in gold if t.id not in preds]
-    if missing:
-        raise SystemExit(f"{predictions_jsonl}: no prediction for {len(missing)} held-out records, e.g. {missing[0]!r}")
-    return np.array([record_row(t, preds[t.id]) for t in gold], dtype=float)
-
-
-def localisation_rows(gold, predictions_jsonl: Path):
-    """Per-record [rejected invalid proof, its first-error step exact] indicators (section 5.4's localisation)."""
-    import numpy as np
-
-    from eval.metrics import Prediction
-    from verifier.io import read_jsonl
-    from verifier.records import Verdict
-
-    preds = {str(r["id"]): Prediction.from_dict(r) for r in read_jsonl(predictions_jsonl)}
-    rows = []
-    for t in gold:
-        p = preds[t.id]
-        rejected = (not t.annotation.is_valid) and p.verdict is Verdict.INVALID
-        rows.append([int(rejected), int(rejected and p.first_error_step == t.annotation.first_fatal_error_step)])
-    return np.array(rows, dtype=float)
-
-
-def copy_rate(gold, judgments_jsonl: Path) -> float:
-    """Fraction of judging passes whose first line copies the proof's step 0 exactly (``Step 0: <step 0>``, the
-    first line of every ``style="check"`` gold text): whether the verifier reads the proof it judges or writes a
-    chain of its own (the diagnosis of item 4's warm start, docs/training.md)."""
-    from verifier.judgment import load_judgments
-
-    first = {t.id: f"Step 0: {t.proof_steps[0]}" for t in gold}
-    hits = total = 0
-    for j in load_judgments(judgments_jsonl, passes_only=True):
-        for p in j.passes:
-            total += 1
-            hits += p.raw_text.split("\n", 1)[0].strip() == first.get(j.id)
-    return hits / total if total else 0.0
-
-
-_CHECK_LINE = re.compile(r"Step (\d+): (?:(?P<text>.+) \| )?(?P<start>\S+) vs (?P<prev>\S+), (?:ok|fatal)")
-
-
-def read_accuracy(gold, judgments_jsonl: Path) -> dict[str, Any]:
-    """Whether the verifier reads each step it checks (item 4's diagnosis, docs/training.md): over the judging
-    passes, the fraction of ``Step i: <start> vs <previous>`` lines (``style=check`` or ``copy_check``) whose
-    start is the start the proof's step i writes, per step i >= 1 (``start_by_step``), and at the first fatal
-    step of a ``wrong_operand`` proof (``fatal_start``: the one line where reading the proof and the shortcut
-    start = previous result differ; ``fatal_shortcut`` counts the lines that wrote the previous result)."""
-    from data_pipeline.synthetic import step_start
-    from verifier.judgment import load_judgments
-
-    by_id = {str(t.id): t for t in gold}
-    per_step: dict[int, list[int]] = {}
-    fatal = [0, 0, 0]  # read right, shortcut, lines
-    for j in load_judgments(judgments_jsonl, passes_only=True):
-        t = by_id.get(j.id)
-        if t is None:
-            raise SystemExit(f"read_accuracy: record {j.id!r} of {judgments_jsonl} is not in the gold set")
-        info = (t.meta or {}).get("synthetic") or {}
-        k = t.annotation.first_fatal_error_step if t.annotation else -1
-        for p in j.passes:
-            for line in p.raw_text.splitlines():
-                m = _CHECK_LINE.match(line.strip())
-                if not m or not 1 <= int(m.group(1)) < len(t.proof_steps):
-                    continue
-                i = int(m.group(1))
-                want = step_start(t.proof_steps[i])
-                hit = per_step.setdefault(i, [0, 0])
-                hit[0] += m.group("start") == want
-                hit[1] += 1
-                if i == k and info.get("fatal_kind") == "wrong_operand":
-                    fatal[0] += m.group("start") == want
-                    fatal[1] += m.group("start") == m.group("prev")
-                    fatal[2] += 1
-    return {"start_by_step": {i: a / n for i, (a, n) in sorted(per_step.items())},
-            "fatal_start": fatal[0] / fatal[2] if fatal[2] else 0.0,
-            "fatal_shortcut": fatal[1] / fatal[2] if fatal[2] else 0.0, "fatal_lines": fatal[2]}
-
-
-def pooled_metrics(gold, per_seed, spec) -> dict[str, Any]:
-    """Rough / Meta TPR, TNR, Balanced F1 over all (seed, record) pairs; CIs resample problems."""
-    import numpy as np
-
-    from eval.metrics import metric_table
-
-    rows = np.concatenate(per_seed)
-    clusters = [t.problem_id for t in gold] * len(per_seed)
-    return metric_table(rows, clusters, list(METRICS), spec)
-
-
-def write_if_changed(path: Path, records) -> None:
-    """Write a JSONL atomically, and only when its content differs (a parallel worker may be reading it)."""
-    from verifier.io import write_jsonl
-
-    tmp = path.with_suffix(path.suffix + f".{os.getpid()}.tmp")
-    write_jsonl(tmp, records)
-    if path.is_file() and path.read_bytes() == tmp.read_bytes():
-        tmp.unlink()
-    else:
-        os.replace(tmp, path)
-
-
 ARMS = ("rough_rl", "meta_ver_rl")
 
 
@@ -252,38 +145,19 @@ def worker_groups(seeds: list[int], workers: int) -> list[tuple[list[int], tuple
     return [(seeds[k::workers], ARMS) for k in range(workers) if seeds[k::workers]]
 
 
-def run_workers(argv: list[str], seeds: list[int], workers: int, out: Path) -> None:
+def seed_workers(argv: list[str], seeds: list[int], workers: int, out: Path) -> None:
     """Train and evaluate ``seeds`` in ``workers`` processes of this script (``report=false``) sharing ``out``;
     each resumes the warm start and base evaluation this process finished. Logs: ``out/worker<k>.log``."""
-    import subprocess
-
     keep = [a for a in argv if a.partition("=")[0] not in ("seeds", "workers", "report", "arms")]
-    groups = worker_groups(seeds, workers)
-    procs = []
-    for k, (group, arms) in enumerate(groups):
-        log = open(out / f"worker{k}.log", "w")  # noqa: SIM115 (closed after the worker exits)
-        cmd = [sys.executable, str(Path(__file__).resolve()), *keep, f"seeds={','.join(map(str, group))}",
-               f"arms={','.join(arms)}", "workers=1", "report=false"]
+    jobs = []
+    for group, arms in worker_groups(seeds, workers):
         what = f"seeds {group} {'/'.join(arms)}"
-        procs.append((what, log, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)))
-        print(f"[bench-learning] worker {k}: {what} (log {out / f'worker{k}.log'})", flush=True)
-    failed = []
-    for what, log, proc in procs:
-        if proc.wait() != 0:
-            failed.append(f"{what} (exit {proc.returncode})")
-        log.close()
+        jobs.append((what, what, [str(Path(__file__).resolve()), *keep, f"seeds={','.join(map(str, group))}",
+                                  f"arms={','.join(arms)}", "workers=1", "report=false"]))
+    failed = run_workers(jobs, out, lambda m: print(f"[bench-learning] {m}", flush=True))
     if failed:
         raise SystemExit(f"bench-learning: worker failed: {'; '.join(failed)}; see {out}/worker*.log (finished "
                          "runs are kept: the same command resumes them)")
-
-
-def run_data_config(out: Path):
-    """The data of every GRPO / evaluation run of the bench: OUT/grpo_train.jsonl and all of OUT/held_out.jsonl
-    (``n_train``/``n_eval`` None: no cap; 0 is rejected by the held-out check of ``training/ladder.py``)."""
-    from training.config import DataConfig
-
-    return DataConfig(source="jsonl", train_path=str(out / "grpo_train.jsonl"), eval_path=str(out / "held_out.jsonl"),
-                      n_train=None, n_eval=None, prompt_template="verify_compact")
 
 
 # Item 4's setting (issue 23): 6-8 step proofs, half the invalid SFT targets naming a step 2-3 off, 5 seeds per arm;
@@ -294,24 +168,6 @@ def run_data_config(out: Path):
 LOCALISATION: dict[str, str] = {"min_steps": "6", "max_steps": "8", "sft_step_noise": "0.5",
                                 "max_completion_length": "256", "seeds": "0,1,2,3,4", "workers": "2",
                                 "sft_steps": "200", "n_eval": "240"}
-
-
-def synthetic_task(cfg: BenchConfig) -> dict[str, Any]:
-    """The synthetic task's options (``data_pipeline.synthetic.SyntheticConfig``) of every data set of the bench."""
-    return {"min_steps": cfg.min_steps, "max_steps": cfg.max_steps, "max_operand": cfg.max_operand,
-            "recoverable_rate": 0.0, "qe_fraction": 0.0, "fatal_kinds": cfg.fatal_kinds.split(","),
-            "subjects": cfg.subjects.split(","), "problem_id_from_text": True,
-            "error_delta_min": cfg.error_delta_min, "error_delta_max": cfg.error_delta_max}
-
-
-def sft_data_mix(cfg: BenchConfig) -> dict[str, Any]:
-    """The SFT data's own valid fraction and fatal kinds where they differ from the task's (GRPO and held-out data
-    keep the task's): an empty dict by default, so that an SFT stage finished before these options resumes."""
-    from data_pipeline.synthetic import SyntheticConfig
-
-    mix = {"valid_fraction": cfg.sft_valid_fraction, "fatal_kinds": (cfg.sft_fatal_kinds or cfg.fatal_kinds).split(",")}
-    task = {"valid_fraction": SyntheticConfig.valid_fraction, **synthetic_task(cfg)}
-    return {k: v for k, v in mix.items() if v != task[k]}
 
 
 def run_suite(argv: list[str], cfg: BenchConfig) -> None:
@@ -394,9 +250,6 @@ def line_values(pol: dict[str, Any], loc: dict[str, Any]) -> dict[str, Any]:
             "meta_vs_rough_meta_f1": d_meta[0], "meta_vs_rough_ci_low": d_meta[1], "loc_acc_meta_vs_rough": d_loc[0]}
 
 
-METRICS = ("rough.tpr", "rough.tnr", "rough.balanced_f1", "meta.tpr", "meta.tnr", "meta.balanced_f1")
-
-
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     cfg = _overrides([a for a in argv if not a.startswith("localisation.")], BenchConfig())
@@ -408,35 +261,22 @@ def main(argv: list[str] | None = None) -> None:
     if not chosen <= set(ARMS) or (cfg.report and chosen != set(ARMS)):
         raise SystemExit(f"arms={cfg.arms}: use a subset of {','.join(ARMS)} (all of them unless report=false; "
                          "none, `arms=`, for the warm start alone)")
-    import torch
-
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    from eval.metrics import metric_deltas, ratio_delta
-    from eval.stats import BootstrapSpec, mean_delta_ci
-    from training.config import (
-        DataConfig,
-        EvalConfig,
-        GRPORunConfig,
-        GRPOSettings,
-        ModelConfig,
-        WandbSettings,
-        heldout_judge,
-    )
+    torch_threads()
+    from eval.stats import BootstrapSpec
+    from training.config import (DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings,
+                                 heldout_judge)
     from training.grpo import run
+    from training.reward_claim import write_report
     from training.rewards import RewardConfig
     from training.sft import SFTRunConfig, sft_train
     from verifier.results import WandbConfig  # bench runs log no W&B (SFT's default: on)
     from verifier.tiny_model import TinyModelConfig, build
 
-    t_start = time.monotonic()
+    clock = Clock("bench-learning")
+    t_start, timings, tick = clock.start, clock.timings, clock.tick
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    timings: dict[str, float] = {}
     seeds = [int(s) for s in cfg.seeds.split(",")]
-
-    def tick(name: str, t0: float) -> None:
-        timings[name] = round(time.monotonic() - t0, 1)
-        print(f"[bench-learning] {name}: {timings[name]:.0f}s (total {time.monotonic() - t_start:.0f}s)", flush=True)
 
     t0 = time.monotonic()
     if cfg.init_from and cfg.sft_from:
@@ -449,45 +289,14 @@ def main(argv: list[str] | None = None) -> None:
                                                                 num_heads=cfg.num_heads, num_kv_heads=cfg.num_kv_heads,
                                                                 intermediate_size=cfg.intermediate_size))
     tick("build model", t0)
-    task, sft_mix = synthetic_task(cfg), sft_data_mix(cfg)
+    task, sft_mix = verification_task(cfg), sft_data_mix(cfg)
 
     def data(n_train: int, seed: int, **mix: Any) -> DataConfig:
         return DataConfig(source="synthetic", n_train=n_train, n_eval=cfg.n_eval, seed=seed,
                           prompt_template="verify_compact", synthetic={**task, **mix})
 
-    # SFT warm start: its own problems (seed + 1); GRPO: seed + 2; held-out: seed + 2 + 10000 (disjoint ids),
-    # the same held-out records for every model
     t0 = time.monotonic()
-    from training.data import load_trajectories_for
-    from verifier.identity import ProblemIndex
-    from verifier.io import load_trajectories
-
-    sft_trajs, _ = load_trajectories_for(data(cfg.n_sft, cfg.seed + 1, **sft_mix))
-    grpo_trajs, gold = load_trajectories_for(data(cfg.n_grpo, cfg.seed + 2))  # drops held-out problems of GRPO's
-    seen = [*(sft_trajs if not cfg.init_from else ()),
-            *(load_trajectories(cfg.exclude_problems_of).records if cfg.exclude_problems_of else ())]
-    n_gen = len(gold)
-    index = ProblemIndex(seen)  # the one leak check: a problem of the SFT data by id or by text
-    gold = [t for t in gold if index.shared(t) is None]
-    if cfg.grpo_fresh_problems:  # RL prompts the warm start has not memorised: problems of neither SFT nor held-out
-        taken = ProblemIndex([*seen, *gold])
-        pool, _ = load_trajectories_for(data(cfg.grpo_fresh_pool, cfg.seed + 3))
-        fresh = [t for t in pool if taken.shared(t) is None]
-        if len(fresh) < cfg.n_grpo:
-            raise SystemExit(f"only {len(fresh)} GRPO records on problems outside the SFT and held-out data: "
-                             "raise grpo_fresh_pool")
-        grpo_trajs = fresh[: cfg.n_grpo]
-        print(f"[bench-learning] GRPO: {len(grpo_trajs)} records on {len({t.problem_id for t in grpo_trajs})} "
-              f"problems outside the SFT and held-out data (of {len(pool)} generated)", flush=True)
-    print(f"[bench-learning] held-out: {len(gold)} records ({n_gen - len(gold)} dropped: their problem occurs in the "
-          "SFT data)" + ("" if seen or not cfg.init_from else "; init_from without exclude_problems_of: overlap "
-                         "with the warm start's data is not checked"), flush=True)
-    if len(gold) < 20:
-        raise SystemExit(f"only {len(gold)} held-out records left after removing training problems: raise n_eval")
-    if not cfg.init_from:  # a later run can start from this warm start: init_from=OUT/sft/final exclude_problems_of=this
-        write_if_changed(out / "sft_train.jsonl", sft_trajs)
-    write_if_changed(out / "grpo_train.jsonl", grpo_trajs)
-    write_if_changed(out / "held_out.jsonl", gold)  # every model is judged on exactly these records
+    sft_trajs, gold = write_data(cfg, out, data, sft_mix)
     run_data = run_data_config(out)
     sft_cfg = SFTRunConfig(output_dir=str(out / "sft"), model=ModelConfig(name_or_path=str(model_dir)),
                            wandb=WandbConfig(enabled=False),
@@ -556,7 +365,7 @@ def main(argv: list[str] | None = None) -> None:
     locs["base"] = [localisation_rows(gold, out / "base" / "heldout" / "judgments.jsonl")]
     tick("base = SFT warm start (eval)", t0)
     if cfg.workers > 1 and len(seeds) > 1:
-        run_workers(argv, seeds, cfg.workers, out)
+        seed_workers(argv, seeds, cfg.workers, out)
     mine = {a for a in cfg.arms.split(",") if a}
     for seed in seeds:  # with workers: every run is resumed here
         for arm, comps in arms.items():
@@ -574,152 +383,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"[bench-learning] report=false: runs of seeds {cfg.seeds} done in {out}; total "
               f"{time.monotonic() - t_start:.0f}s", flush=True)
         return
-    spec = BootstrapSpec(n=cfg.bootstrap_n, seed=cfg.seed)
-    pids = [t.problem_id for t in gold]  # every interval: eval.stats.paired_bootstrap, clustered by problem
-    before = runs["base"][0]["per_record_reward"]
-    rows = []
-    for name in ("base", "rough_rl", "meta_ver_rl"):
-        per_seed = [r["per_record_reward"] for r in runs[name]]  # [S, N]: seeds resampled with the problems
-        pooled = pooled_metrics(gold, counts[name], spec)
-        rows.append({"model": name, "seeds": 1 if name == "base" else len(seeds),
-                     "reward": mean_delta_ci(per_seed, None, pids, spec),
-                     "delta_vs_sft": mean_delta_ci(per_seed, [before], pids, spec),
-                     **{k: (pooled[k]["value"], *(pooled[k]["ci"] or [None, None])) for k in METRICS},
-                     "per_seed_meta_bf1": [r["meta.balanced_f1"]["value"] for r in runs[name]],
-                     "copy_rate": sum(copy_rate(gold, out / (name if name == "base" else f"{name}/seed{sd}") /
-                                                "heldout" / "judgments.jsonl")
-                                      for sd in ([cfg.seed] if name == "base" else seeds)) / (1 if name == "base"
-                                                                                               else len(seeds)),
-                     "loc_acc": float(sum(x[:, 1].sum() for x in locs[name]) / max(1, sum(x[:, 0].sum()
-                                                                                          for x in locs[name]))),
-                     "per_seed_reward_delta": [mean_delta_ci(r, before, pids, spec) for r in per_seed],
-                     "parse_failure_rate": sum(r["parse_failure_rate"] for r in runs[name]) / len(runs[name])})
-    paired = cfg.paired_seeds
-    deltas = metric_deltas(counts["meta_ver_rl"], counts["rough_rl"], pids, spec, paired_seeds=paired)
-    unpaired = metric_deltas(counts["meta_ver_rl"], counts["rough_rl"], pids, spec)
-    d_meta = deltas["meta.balanced_f1"]
-    d_loc = ratio_delta(locs["meta_ver_rl"], locs["rough_rl"], pids, spec, paired_seeds=paired)
-    report = {"config": dataclasses.asdict(cfg), "timings_s": timings, "rows": rows,
-              "meta_vs_rough_meta_bf1": d_meta, "meta_vs_rough_loc_acc": d_loc, "meta_vs_rough": deltas,
-              "meta_vs_rough_seeds": "paired" if paired else "independent",
-              "meta_vs_rough_unpaired": unpaired,
-              "per_seed_pair_meta_bf1_delta": [a - b for a, b in zip(rows[2]["per_seed_meta_bf1"],
-                                                                      rows[1]["per_seed_meta_bf1"])],
-              "train_logs": {f"{a}/seed{s}": _reward_curve(out / a / f"seed{s}") for a in arms for s in seeds}}
-    from training.diagnostics import plot_train_logs, summarize
-
-    hists = {f"{a}/seed{s}": _train_log(out / a / f"seed{s}") for a in arms for s in seeds}
-    report["diagnosis"] = {k: summarize(h) for k, h in hists.items()}
-    plot_train_logs(hists, out / "diagnostics.png", title="GRPO per step (bench-learning)")
-    (out / "report.json").write_text(json.dumps(report, indent=1))
-    md = _markdown(rows, cfg, d_meta, len(gold), d_loc, deltas, unpaired if paired else None)
-    (out / "report.md").write_text(md)
-    _plot(report, out / "learning.png")
-    print(md)
-    r, mv = rows[1], rows[2]
-    values = line_values(report, report)
-    order = ("reproduces (95% CI above 0)" if d_meta[1] is not None and d_meta[1] > 0 else
-             "points the same way but is NOT significant (95% CI includes 0)" if d_meta[0] > 0 else
-             "does NOT reproduce")
-    print(f"Table 3 ordering (Meta-Ver-RL above Rough-RL in Meta Balanced F1) {order} here: "
-          f"{_f(mv['meta.balanced_f1'][0])} vs {_f(r['meta.balanced_f1'][0])}, difference "
-          f"{_pts(d_meta[0])} points, 95% CI [{_pts(d_meta[1])}, {_pts(d_meta[2])}] over problems and seeds")
+    report = write_report(cfg, out, gold, runs, counts, locs, seeds, list(arms), timings)
     print(f"wrote {out / 'report.md'}, {out / 'learning.png'}, {out / 'diagnostics.png'}; total {time.monotonic() - t_start:.0f}s")
-    last_line(values)
-
-
-def _pts(v: float | None) -> str:
-    return "n/a" if v is None else f"{100 * v:+.1f}"
-
-
-def _f(v: float | None) -> str:
-    return "n/a" if v is None else f"{100 * v:.1f}"
-
-
-def _markdown(rows: list[dict[str, Any]], cfg: BenchConfig, d_meta, n_records: int, d_loc=None,
-              deltas: dict[str, tuple] | None = None, unpaired: dict[str, tuple] | None = None) -> str:
-    lines = [(f"Held-out synthetic verification ({n_records} records, {cfg.eval_passes}-pass pessimistic judging at "
-             f"T={cfg.eval_temperature}, rule meta-verifier); rough_rl and meta_ver_rl pooled over seeds "
-             f"{cfg.seeds} from the same SFT warm start, {cfg.grpo_steps} GRPO steps x {cfg.grpo_batch} completions "
-             "each. 95% CIs clustered by problem (reward and its delta: problems and seeds resampled)"), "",
-             ("| model | seeds | mean reward | delta vs SFT | Rough TPR | Rough TNR | Rough BF1 | Meta TPR | Meta TNR |"
-             " Meta BF1 | Meta BF1 per seed | step acc (rejected invalid) | reward delta per seed | parse fail |"
-             " passes copying step 0 |"),
-             "|---" * 15 + "|"]
-
-    def ci(t) -> str:
-        v, lo, hi = t
-        return "n/a" if v is None else f"{100 * v:.1f} [{_f(lo)}, {_f(hi)}]"
-
-    for r in rows:
-        rw, d = r["reward"], r["delta_vs_sft"]
-        lines.append(f"| {r['model']} | {r['seeds']} | {rw[0]:.3f} [{rw[1]:.3f}, {rw[2]:.3f}] | "
-                     f"{d[0]:+.3f} [{d[1]:+.3f}, {d[2]:+.3f}] | "
-                     f"{_f(r['rough.tpr'][0])} | {_f(r['rough.tnr'][0])} | {ci(r['rough.balanced_f1'])} | "
-                     f"{_f(r['meta.tpr'][0])} | {_f(r['meta.tnr'][0])} | {ci(r['meta.balanced_f1'])} | "
-                     f"{', '.join(_f(v) for v in r['per_seed_meta_bf1'])} | {_f(r['loc_acc'])} | "
-                     f"{', '.join(f'{d[0]:+.3f} [{d[1]:+.3f}, {d[2]:+.3f}]' for d in r['per_seed_reward_delta'])} | "
-                     f"{100 * r['parse_failure_rate']:.1f}% | {100 * r.get('copy_rate', 0):.1f}% |")
-    how = "seed pairs resampled together" if unpaired is not None else "seeds resampled per arm"
-    lines += ["", (f"meta_ver_rl - rough_rl, Meta Balanced F1: {_pts(d_meta[0])} points, 95% CI "
-              f"[{_pts(d_meta[1])}, {_pts(d_meta[2])}] (bootstrap over problems and seeds, {how})")]
-    if unpaired is not None:
-        u = unpaired["meta.balanced_f1"]
-        lines.append(f"(the same with each arm's seeds resampled independently: 95% CI [{_pts(u[1])}, {_pts(u[2])}])")
-    if d_loc is not None:
-        lines.append(f"meta_ver_rl - rough_rl, first-error step accuracy among rejected invalid proofs: "
-                     f"{_pts(d_loc[0])} points, 95% CI [{_pts(d_loc[1])}, {_pts(d_loc[2])}]")
-    if deltas:
-        lines += ["", f"| meta_ver_rl - rough_rl (points, 95% CI over problems and seeds, {how}) | "
-                  + " | ".join(deltas) + " |",
-                  "|---" * (len(deltas) + 1) + "|",
-                  "| difference | " + " | ".join(f"{_pts(v)} [{_pts(lo)}, {_pts(hi)}]"
-                                                 for v, lo, hi in deltas.values()) + " |"]
-    return "\n".join(lines) + "\n"
-
-
-def _train_log(run_dir: Path) -> list[dict[str, Any]]:
-    p = run_dir / "train_log.json"
-    return json.loads(p.read_text()) if p.exists() else []
-
-
-def _reward_curve(run_dir: Path) -> list[dict[str, float]]:
-    p = run_dir / "train_log.json"
-    if not p.exists():
-        return []
-    return [{"step": h["step"], "reward": h["reward"]} for h in json.loads(p.read_text()) if "reward" in h]
-
-
-def _plot(report: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
-    for name, curve in report["train_logs"].items():
-        if curve:
-            a.plot([c["step"] for c in curve], [c["reward"] for c in curve], marker="o", label=name,
-                   color="tab:blue" if name.startswith("meta") else "tab:orange", alpha=0.8)
-    a.set_xlabel("GRPO step")
-    a.set_ylabel("training reward (weighted)")
-    a.set_title("GRPO training reward")
-    a.legend()
-    names = [r["model"] for r in report["rows"]]
-    x = range(len(names))
-    for off, key, lab in ((-0.2, "rough.balanced_f1", "Rough BF1"), (0.2, "meta.balanced_f1", "Meta BF1")):
-        vals = [r[key][0] or 0 for r in report["rows"]]
-        err = [[v - (r[key][1] or v) for v, r in zip(vals, report["rows"])],
-               [(r[key][2] or v) - v for v, r in zip(vals, report["rows"])]]
-        b.bar([i + off for i in x], vals, width=0.4, yerr=err, label=lab, capsize=3)
-    b.plot(list(x), [r["reward"][0] for r in report["rows"]], "k^-", label="mean reward")
-    b.set_xticks(list(x), names)
-    b.set_ylim(0, 1)
-    b.set_title("held-out (95% CI)")
-    b.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    last_line(line_values(report, report))
 
 
 if __name__ == "__main__":

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import environment, last_line
+from bench.common import environment, last_line, set_options
+from training.tiny_task import ProverBudget
 
 environment(wandb=True)
 
@@ -40,33 +41,18 @@ LAST_LINE_KEYS = ("rounds", "true_acc_r0", "true_acc_final", "true_gain_ci_low",
 
 
 @dataclass
-class BenchConfig:
+class BenchConfig(ProverBudget):
+    """The prover's settings: bench/bench_prover.py's (``training.tiny_task.ProverBudget``: model, task, SFT, GRPO,
+    sampling). GRPO: the budget make diagnose-control chose for bench-prover (16 problems x 8 per step, lr 3e-5; 4
+    problems per step at lr >= 1e-4 lowered the gold-reward true rate; reports/prover_2026-12-06_positive_control.md),
+    ``grpo_steps`` per round."""
+
     out: str = "runs/bench_loop"
     seed: int = 0
     rounds: int = 2  # rounds after round 0, the same for both labeller arms
-    # the prover's settings: bench/bench_prover.py's BenchConfig (model, task, SFT, GRPO, sampling)
-    hidden_size: int = 128
-    num_layers: int = 2
-    intermediate_size: int = 384
-    min_steps: int = 3
-    max_steps: int = 3
-    max_operand: int = 9
-    n_prover_sft: int = 2000
-    # GRPO: the budget make diagnose-control chose for bench-prover (16 problems x 8 per step, lr 3e-5; 4 problems
-    # per step at lr >= 1e-4 lowered the gold-reward true rate; reports/prover_2026-12-06_positive_control.md).
     # The SFT steps are not diagnosed for the loop's SFT recipe (gold proofs plus revision and repair prompts):
     # 1200 is bench-prover's warm-start step, measure the groups with a gradient before a registered loop run.
     prover_sft_steps: int = 1200
-    prover_sft_lr: float = 3e-3
-    sft_batch: int = 16
-    grpo_steps: int = 24  # per round
-    grpo_batch: int = 128
-    num_generations: int = 8
-    grpo_lr: float = 3e-5
-    max_completion_length: int = 64
-    temperature: float = 0.5
-    eval_passes: int = 8
-    eval_temperature: float = 0.5
     # the loop's own settings (training.loop.LoopConfig defaults)
     n_round_problems: int = 64
     n_heldout: int = 45
@@ -81,17 +67,7 @@ class BenchConfig:
 
 def parse_options(argv: list[str]) -> BenchConfig:
     """``key=value`` options onto ``BenchConfig``; an unknown or ill-typed key is one clear error."""
-    cfg = BenchConfig()
-    fields = {f.name for f in dataclasses.fields(cfg)}
-    for a in argv:
-        k, eq, v = a.partition("=")
-        if not eq or k not in fields:
-            raise SystemExit(f"bench-loop: unknown option {a!r}; options: {', '.join(sorted(fields))}")
-        cur = getattr(cfg, k)
-        try:
-            setattr(cfg, k, v.lower() in ("1", "true", "yes") if isinstance(cur, bool) else type(cur)(v))
-        except ValueError:
-            raise SystemExit(f"bench-loop: option {k}={v!r}: expected {type(cur).__name__}") from None
+    cfg = set_options(BenchConfig(), argv, "bench-loop", sort=True)
     if cfg.rounds < 1:
         raise SystemExit(f"bench-loop: rounds={cfg.rounds}: at least 1")
     return cfg

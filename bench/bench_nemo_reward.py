@@ -39,8 +39,8 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=48)
     args = ap.parse_args()
 
-    from bench.bench_reward import step_batch
     from data_pipeline.synthetic import generate_synthetic
+    from data_pipeline.synthetic_recipes import grpo_step_batch
     from training.rewards import MetaReward
     from verifier.config import EndpointConfig
     from verifier.parser import format_verification
@@ -53,7 +53,7 @@ def main() -> None:
     server = VLLMServer(ServeConfig(model=str(model), port=port, api_key="EMPTY", omp_num_threads=1,
                                     log_file=str(work / "vllm.log"))).start()
     try:
-        completions, cols = step_batch(args.batch, args.generations)
+        completions, cols = grpo_step_batch(args.batch, args.generations)
         trajs = generate_synthetic(args.batch // args.generations, seed=0, min_steps=4, max_steps=5,
                                    recoverable_rate=0.3)
         rows = []

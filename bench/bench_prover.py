@@ -19,7 +19,7 @@ verifier's acceptance can be compared with the truth (issue 25 item 3):
 
 Per-step acceptance, true correctness and hacking of each arm come from the reward's own logs
 (``prover/*`` in ``train_log.json``). Writes ``runs/bench_prover/{report.json,report.md,prover.png}``.
-Options as ``key=value`` (see ``BenchConfig``). Last line, exactly:
+Options as ``key=value`` (see ``bench.common.ProverHackingConfig``). Last line, exactly:
 ``true_acc_before=<r> true_acc_after=<r> accept_after=<r> hacking_rate=<r> gold_reward_true_acc_after=<r> refine_gain=<r>``
 (``after``: the ``pess8`` arm; ``refine_gain``: its held-out acceptance after ``refine_rounds`` rounds minus after 0,
 by the served verifier; the true-correctness counterpart is in the report).
@@ -29,150 +29,36 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import environment, last_line
+from bench.common import (PROVER_ARMS, Clock, ProverHackingConfig, Servers, environment, last_line, prover_options,
+                          torch_threads)
 
 environment(wandb=True)
 
 
-@dataclass
-class BenchConfig:
-    out: str = "runs/bench_prover"
-    seed: int = 0
-    # model (the demo's tiny model, configs/demo.yaml)
-    hidden_size: int = 128
-    num_layers: int = 2
-    intermediate_size: int = 384
-    # task (the demo's synthetic knobs: 3-step chains of one-digit operands)
-    min_steps: int = 3
-    max_steps: int = 3
-    max_operand: int = 9
-    subjects: str = "arithmetic"
-    n_prover_sft: int = 2000  # problems for the prover's SFT on gold proofs
-    n_grpo: int = 256  # GRPO problems (fresh)
-    n_eval: int = 60  # held-out problems asked for (disjoint from every training set; 45 remain with these knobs)
-    # prover SFT: a 2000-step schedule, the warm start its checkpoint 1200: the most GRPO groups with a mixed gold
-    # reward (31/48 dev problems; 43.5% true at T 0.5; 12/48 at step 800, 11/48 at 1600; make diagnose-control,
-    # reports/prover_2026-12-06_positive_control.md)
-    prover_sft_steps: int = 2000
-    prover_sft_lr: float = 3e-3
-    prover_sft_checkpoint: int = 1200  # the warm start: this checkpoint of the SFT schedule (0: its final weights)
-    sft_batch: int = 16
-    # verifier (step 2)
-    verifier: str = ""  # a trained verifier folder (e.g. runs/demo/grpo/final); empty: SFT one here
-    prover: str = ""  # an SFT prover folder (e.g. a make diagnose-control checkpoint); empty: SFT one here
-    n_verifier_sft: int = 3600
-    # parsed passes at judge_temperature 0.5: 74% after 100 steps, 98% after 200, 100% after 300 (docs/prover.md)
-    verifier_sft_steps: int = 300
-    verifier_sft_lr: float = 3e-3
-    verifier_template: str = "verify_compact"
-    verifier_max_tokens: int = 112
-    # the demo's evaluation temperature: at 1.0, 8-14% of the SFT verifier's passes do not parse and it accepts
-    # 62% of gold proofs per pass (86% at 0.5); make diagnose-prover, docs/prover.md
-    judge_temperature: float = 0.5
-    # GRPO arms (the same budget for each): 8 samples per problem (make diagnose-prover: 4 gave ~1 group with a
-    # gradient per step). 16 problems per step at lr 3e-5, 24 steps: the positive control (make diagnose-control,
-    # on dev GRPO problems: +7.6 [+3.1, +13.0] true points with the gold reward; 4 problems per step at lr 1e-4 to
-    # 3e-3, the 3 Dec budget, lowered the true rate: Adam's steps on one to three informative groups are noise)
-    arms: str = "pass1,mean8,pess8,pool,gold"
-    grpo_steps: int = 24
-    grpo_batch: int = 128
-    num_generations: int = 8
-    grpo_lr: float = 3e-5
-    max_completion_length: int = 64
-    # the prover's sampling temperature in GRPO: groups of 8 with a mixed gold reward (a gradient), GRPO problems:
-    # 10/64 at 1.0, 16/64 at 0.7, 21/64 at 0.5 (make diagnose-prover, docs/prover.md)
-    temperature: float = 0.5
-    # held-out evaluation
-    eval_passes: int = 8
-    eval_temperature: float = 0.5
-    refine_rounds: int = 1
-    # the pool arm: the verifier and pool_size - 1 more trained alike from other random inits and SFT seeds, each
-    # judging eval_passes // pool_size passes, all of which must accept (pess8's judge calls over different models)
-    pool_size: int = 4
-    eval_proofs: int = 8  # proofs sampled per held-out problem (each judged, checked; clustered by problem)
-    # the gold arm (the exact checker as reward: the positive control) with these GRPO seeds, each from the same
-    # SFT prover; its row pools the seeds and its CI resamples problems and seeds
-    gold_seeds: str = "0,1,2"
-    bootstrap_n: int = 200
-
-
-ARMS = {"pass1": ("verifier", 1, "pessimistic"), "mean8": ("verifier", 8, "mean"),
-        "pess8": ("verifier", 8, "pessimistic"), "pool": ("verifier", 0, "pessimistic"),  # 0: eval_passes // pool_size
-        "gold": ("gold", 8, "pessimistic")}
-
-
-def _overrides(argv: list[str], cfg: BenchConfig) -> BenchConfig:
-    kw: dict[str, Any] = {}
-    fields = {f.name: f for f in dataclasses.fields(cfg)}
-    for a in argv:
-        k, _, v = a.partition("=")
-        if k not in fields:
-            raise SystemExit(f"unknown option {k!r}; known: {', '.join(fields)}")
-        typ = type(getattr(cfg, k))
-        try:
-            kw[k] = typ(v) if typ is not bool else v.lower() in ("1", "true", "yes")
-        except ValueError:
-            raise SystemExit(f"option {k}={v!r}: expected {typ.__name__}") from None
-    cfg = dataclasses.replace(cfg, **kw)
-    bad = [a for a in cfg.arms.split(",") if a not in ARMS]
-    if bad or ("pess8" not in cfg.arms.split(",") and cfg.arms != "gold"):
-        raise SystemExit(f"arms: a subset of {list(ARMS)} that includes pess8, or gold alone (the positive control; "
-                         f"the pess8 keys print nan) (got {cfg.arms!r})")
-    try:
-        seeds = [int(x) for x in cfg.gold_seeds.split(",")]
-    except ValueError:
-        raise SystemExit(f"gold_seeds: integers separated by commas (got {cfg.gold_seeds!r})") from None
-    if "pool" in cfg.arms.split(",") and (cfg.pool_size < 2 or cfg.eval_passes % cfg.pool_size):
-        raise SystemExit(f"pool_size: at least 2 and a divisor of eval_passes={cfg.eval_passes} (got {cfg.pool_size})")
-    if not 0 <= cfg.prover_sft_checkpoint <= cfg.prover_sft_steps:
-        raise SystemExit(f"prover_sft_checkpoint: 0 (the final weights) or a step <= prover_sft_steps "
-                         f"(got {cfg.prover_sft_checkpoint})")
-    if len(set(seeds)) != len(seeds) or cfg.eval_proofs < 1:
-        raise SystemExit(f"gold_seeds: distinct seeds; eval_proofs >= 1 (got {cfg.gold_seeds!r}, {cfg.eval_proofs})")
-    return cfg
-
-
 def main(argv: list[str] | None = None) -> None:
-    cfg = _overrides(sys.argv[1:] if argv is None else argv, BenchConfig())
-    import torch
-
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    cfg = prover_options(sys.argv[1:] if argv is None else argv, ProverHackingConfig())
+    torch_threads()
     from datasets import Dataset
 
     from data_pipeline.synthetic_check import gold_proof, proof_text
-    from training.config import (
-        DataConfig,
-        EvalConfig,
-        GRPORunConfig,
-        GRPOSettings,
-        ModelConfig,
-        WandbSettings,
-    )
+    from training.config import DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings
     from training.grpo import run
     from training.prover_reward import ProverRLConfig, problem_rows, synthetic_problems
     from training.sft import SFTRunConfig, sft_train
     from verifier.results import WandbConfig  # bench runs log no W&B (SFT's default: on)
-    from verifier.config import EndpointConfig
     from verifier.judging import JudgeConfig
-    from verifier.serve import ServeConfig, VLLMServer, free_port
     from verifier.tiny_model import TinyModelConfig, build
 
-    t_start = time.monotonic()
+    clock = Clock("bench-prover")
+    t_start, timings, tick = clock.start, clock.timings, clock.tick
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    timings: dict[str, float] = {}
-
-    def tick(name: str, t0: float) -> None:
-        timings[name] = round(time.monotonic() - t0, 1)
-        print(f"[bench-prover] {name}: {timings[name]:.0f}s (total {time.monotonic() - t_start:.0f}s)", flush=True)
 
     task = {"min_steps": cfg.min_steps, "max_steps": cfg.max_steps, "max_operand": cfg.max_operand,
             "recoverable_rate": 0.0, "qe_fraction": 0.0, "subjects": cfg.subjects.split(",")}
@@ -251,21 +137,15 @@ def main(argv: list[str] | None = None) -> None:
                                          intermediate_size=cfg.intermediate_size))
             members.append(verifier_sft(f"verifier_pool{i}", init, cfg.seed + 100 * i))
         tick(f"pool: {cfg.pool_size - 1} more verifiers (SFT)", t0)
-    servers = []
+    servers = Servers(out, 2048)
     try:
-        for i, d in enumerate([verifier_dir, *members]):
-            name = "verifier" if i == 0 else f"verifier_pool{i}"
-            servers.append(VLLMServer(ServeConfig(model=str(d), served_model_name=name, port=free_port(), api_key=None,
-                                                  log_file=str(out / f"vllm-{name}.log"), max_model_len=2048,
-                                                  max_num_batched_tokens=2048)).start())
-        eps = [EndpointConfig(base_url=sv.base_url, model="verifier" if i == 0 else f"verifier_pool{i}",
-                              max_concurrency=64, timeout_s=300, max_retries=2) for i, sv in enumerate(servers)]
+        eps = [servers.endpoint("verifier" if i == 0 else f"verifier_pool{i}", d)
+               for i, d in enumerate([verifier_dir, *members])]
         report = _arms(cfg, out, prover_sft, eps, grpo_problems, held, tick, t_start, timings,
                        (DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings, run,
                         ProverRLConfig, JudgeConfig))
     finally:
-        for sv in servers:
-            sv.stop()
+        servers.stop()
     report["timings_s"] = timings
     report["verifier"] = str(verifier_dir)
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
@@ -285,7 +165,7 @@ def line_values(report: dict[str, Any]) -> dict[str, float | None]:
             "refine_gain": a.get("refine_gain")}
 
 
-def _arms(cfg: BenchConfig, out: Path, prover_sft: Path, eps, grpo_problems, held, tick, t_start, timings, api):
+def _arms(cfg: ProverHackingConfig, out: Path, prover_sft: Path, eps, grpo_problems, held, tick, t_start, timings, api):
     (DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings, run, ProverRLConfig,
      JudgeConfig) = api
     from eval.stats import BootstrapSpec
@@ -330,7 +210,7 @@ def _arms(cfg: BenchConfig, out: Path, prover_sft: Path, eps, grpo_problems, hel
     tick("before = SFT prover (held-out eval)", t0)
     seeds: dict[str, list[Any]] = {}
     for arm in cfg.arms.split(","):
-        reward, n, policy = ARMS[arm]
+        reward, n, policy = PROVER_ARMS[arm]
         n = cfg.eval_passes // cfg.pool_size if arm == "pool" else n
         per_seed = [int(x) for x in cfg.gold_seeds.split(",")] if arm == "gold" else [cfg.seed]
         for seed in per_seed:
@@ -356,7 +236,7 @@ def _pooled(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _paired(before: dict[str, Any], after: list[dict[str, Any]], cfg: BenchConfig) -> dict[str, Any]:
+def _paired(before: dict[str, Any], after: list[dict[str, Any]], cfg: ProverHackingConfig) -> dict[str, Any]:
     """after - before on the same held-out proofs (problem, sample): accepted, true, hacked, each with a paired
     bootstrap CI clustered by problem (a problem's samples resampled together, and the arm's GRPO seeds
     resampled with them when it has several; ``eval.stats.mean_delta_ci``)."""
@@ -405,7 +285,7 @@ def _f(v: Any) -> str:
     return "-" if v is None else f"{100 * v:.1f}"
 
 
-def _markdown(report: dict[str, Any], cfg: BenchConfig) -> str:
+def _markdown(report: dict[str, Any], cfg: ProverHackingConfig) -> str:
     lines = ["# bench-prover: a prover trained against the served verifier, and how much of its gain is real", "",
              (f"Held-out: {report['rows']['before']['n']} proofs ({cfg.eval_proofs} per problem, problems disjoint "
              f"from training), accepted = all {cfg.eval_passes} passes of the served verifier accept; true = the exact "

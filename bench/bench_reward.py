@@ -29,32 +29,6 @@ environment()
 GRADE_REGEX = r"<final_answer>\ngrade: (EXACT_MATCH|BASIC_MATCH|POOR_MATCH|WRONG_POLARITY)\n</final_answer>"
 
 
-def step_batch(batch: int, generations: int, seed: int = 0):
-    """One GRPO step: (completions, TRL reward kwargs) for batch // generations prompts."""
-    import random
-
-    from data_pipeline.grpo_dataset import build_grpo_dataset
-    from data_pipeline.synthetic import generate_synthetic
-    from verifier.parser import format_verification
-
-    n_prompts = batch // generations
-    trajs = generate_synthetic(n_prompts, seed=seed, min_steps=4, max_steps=5, recoverable_rate=0.3)
-    ds = build_grpo_dataset(trajs, with_reference=False)
-    rng = random.Random(seed)
-    completions, cols = [], {c: [] for c in ds.column_names if c != "prompt"}
-    for i, t in enumerate(trajs):
-        for _ in range(generations):
-            n = len(t.proof_steps)
-            verdict = rng.choice(["valid", "invalid"])
-            step = -1 if verdict == "valid" else rng.randrange(n)
-            text = format_verification(verdict, step, f"Step {rng.randrange(n)} needs a closer look; "
-                                                      f"the computation in step {max(step, 0)} is checked.")
-            completions.append([{"role": "assistant", "content": text}])
-            for c in cols:
-                cols[c].append(ds[i][c])
-    return completions, cols
-
-
 def main(argv: list[str] | None = None) -> None:
     opts = {"repeats": 3, "judge_max_tokens": 48, "batch": 32, "generations": 4}
     for a in (sys.argv[1:] if argv is None else argv):
@@ -62,6 +36,7 @@ def main(argv: list[str] | None = None) -> None:
         if k not in opts:
             raise SystemExit(f"unknown option {k!r}; options: {', '.join(opts)}")
         opts[k] = int(v)
+    from data_pipeline.synthetic_recipes import grpo_step_batch
     from training.rewards import MetaReward
     from verifier.config import EndpointConfig
     from verifier.serve import ServeConfig, VLLMServer, free_port
@@ -77,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
         ep = EndpointConfig(base_url=server.base_url, api_key=key, model=server.model_name, max_concurrency=64,
                             timeout_s=300, max_retries=2,
                             extra_body={"structured_outputs": {"regex": GRADE_REGEX}})
-        completions, cols = step_batch(opts["batch"], opts["generations"])
+        completions, cols = grpo_step_batch(opts["batch"], opts["generations"])
         reward = MetaReward(judge="llm", endpoint=ep, judge_max_tokens=opts["judge_max_tokens"],
                             max_failed_fraction=0.0)
 

@@ -1,4 +1,6 @@
-"""The parts every bench shares: the environment, stage resume and the ``key=value`` last line.
+"""The parts the benches share: the environment, ``key=value`` options (bench-prover's, which the diagnoses reuse,
+among them), stage resume and the stage clock, vLLM servers, worker processes, and the ``key=value`` last line.
+A bench script imports this module and the library, never a sibling script.
 
 A bench is run as a script (``python bench/NAME.py KEY=VALUE ...``), so it puts the repository on ``sys.path``
 itself, in one line, and then imports this module::
@@ -14,14 +16,20 @@ separated by one space, keys and number formats fixed per bench (``tests/test_be
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
-from collections.abc import Mapping
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 # stage resume lives in the library (training.stages); re-exported for the benches
 from training.stages import done_stage, mark_done, settings_of  # noqa: F401
+from training.tiny_task import ProverBudget
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -34,6 +42,84 @@ def environment(wandb: bool = False, **extra: str) -> None:
     tokenizer parallelism, offline Hugging Face hub; ``wandb``: W&B offline and silent; ``extra``: more names."""
     for name, value in {**ENVIRONMENT, **(WANDB_OFFLINE if wandb else {}), **extra}.items():
         os.environ.setdefault(name, value)
+
+
+def set_options(cfg: Any, argv: list[str], tag: str, sort: bool = False) -> Any:
+    """``key=value`` options onto the dataclass ``cfg`` (in place, returned); an unknown or ill-typed key is one
+    clear error, ``TAG: unknown option ...; options: ...`` (the field names, ``sort``: in alphabetical order)."""
+    fields = [f.name for f in dataclasses.fields(cfg)]
+    for a in argv:
+        k, eq, v = a.partition("=")
+        if not eq or k not in fields:
+            raise SystemExit(f"{tag}: unknown option {a!r}; options: {', '.join(sorted(fields) if sort else fields)}")
+        cur = getattr(cfg, k)
+        try:
+            setattr(cfg, k, v.lower() in ("1", "true", "yes") if isinstance(cur, bool) else type(cur)(v))
+        except ValueError:
+            raise SystemExit(f"{tag}: option {k}={v!r}: expected {type(cur).__name__}") from None
+    return cfg
+
+
+def run_workers(jobs: list[tuple[str, str, list[str]]], out: Path, log: Callable[[str], None]) -> list[str]:
+    """Run a bench's worker processes at once, each ``python ARGV`` (log: ``out/worker<k>.log``), ``jobs`` being
+    (what the log line names, what a failure names, ARGV); wait for all; the failures, ``<what> (exit <rc>)``."""
+    procs = []
+    for k, (what, name, argv) in enumerate(jobs):
+        f = open(out / f"worker{k}.log", "w")  # noqa: SIM115 (closed after the worker exits)
+        procs.append((name, f, subprocess.Popen([sys.executable, *argv], stdout=f, stderr=subprocess.STDOUT)))
+        log(f"worker {k}: {what} (log {out / f'worker{k}.log'})")
+    failed = []
+    for name, f, proc in procs:
+        if proc.wait() != 0:
+            failed.append(f"{name} (exit {proc.returncode})")
+        f.close()
+    return failed
+
+
+class Servers:
+    """The vLLM servers of a bench (``verifier.serve``), one per served name, each started on first use and logging
+    to ``out/vllm-<name>.log``; ``stop`` stops them all."""
+
+    def __init__(self, out: Path, max_len: int):
+        self.out, self.max_len, self.running = out, max_len, {}
+
+    def endpoint(self, name: str, model: str | Path) -> Any:
+        """The endpoint of the server of ``model`` served as ``name`` (started here unless it runs)."""
+        from verifier.config import EndpointConfig
+        from verifier.serve import ServeConfig, VLLMServer, free_port
+
+        if name not in self.running:
+            self.running[name] = VLLMServer(ServeConfig(
+                model=str(model), served_model_name=name, port=free_port(), api_key=None,
+                log_file=str(self.out / f"vllm-{name}.log"), max_model_len=self.max_len,
+                max_num_batched_tokens=self.max_len)).start()
+        return EndpointConfig(base_url=self.running[name].base_url, model=name, max_concurrency=64, timeout_s=300,
+                              max_retries=2)
+
+    def stop(self) -> None:
+        for s in self.running.values():
+            s.stop()
+        self.running.clear()
+
+
+def torch_threads() -> None:
+    """Torch on ``OMP_NUM_THREADS`` threads (one unless the caller set more); imports torch."""
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+
+
+class Clock:
+    """A bench's stage timings: ``tick(name, t0)`` keeps the seconds since ``t0`` in ``timings`` and prints them
+    with the total since the clock started, as ``[TAG] name: <s>s (total <s>s)``."""
+
+    def __init__(self, tag: str):
+        self.tag, self.start, self.timings = tag, time.monotonic(), {}
+
+    def tick(self, name: str, t0: float) -> None:
+        self.timings[name] = round(time.monotonic() - t0, 1)
+        print(f"[{self.tag}] {name}: {self.timings[name]:.0f}s (total {time.monotonic() - self.start:.0f}s)",
+              flush=True)
 
 
 # ------------------------------------------------------------------ the last line
@@ -59,3 +145,88 @@ def last_line(values: Mapping[str, Any], fmt: str = ".4f", formats: Mapping[str,
     line = key_values(values, fmt, formats)
     print(line, flush=True)
     return line
+
+
+# ------------------------------------------------------------------ bench-prover's options
+@dataclass
+class ProverHackingConfig(ProverBudget):
+    """``make bench-prover``'s options (``make diagnose-control`` and ``make diagnose-prover`` take them too). The
+    model, task and prover budget: ``training.tiny_task.ProverBudget`` (the demo's tiny model, 3-step chains
+    of one-digit operands); the prover SFT's 2000-step schedule, the GRPO budget and temperature are its defaults."""
+
+    out: str = "runs/bench_prover"
+    seed: int = 0
+    subjects: str = "arithmetic"
+    n_grpo: int = 256  # GRPO problems (fresh)
+    n_eval: int = 60  # held-out problems asked for (disjoint from every training set; 45 remain with these knobs)
+    # prover SFT: a 2000-step schedule, the warm start its checkpoint 1200: the most GRPO groups with a mixed gold
+    # reward (31/48 dev problems; 43.5% true at T 0.5; 12/48 at step 800, 11/48 at 1600; make diagnose-control,
+    # reports/prover_2026-12-06_positive_control.md)
+    prover_sft_checkpoint: int = 1200  # the warm start: this checkpoint of the SFT schedule (0: its final weights)
+    # verifier (step 2)
+    verifier: str = ""  # a trained verifier folder (e.g. runs/demo/grpo/final); empty: SFT one here
+    prover: str = ""  # an SFT prover folder (e.g. a make diagnose-control checkpoint); empty: SFT one here
+    n_verifier_sft: int = 3600
+    # parsed passes at judge_temperature 0.5: 74% after 100 steps, 98% after 200, 100% after 300 (docs/prover.md)
+    verifier_sft_steps: int = 300
+    verifier_sft_lr: float = 3e-3
+    verifier_template: str = "verify_compact"
+    verifier_max_tokens: int = 112
+    # the demo's evaluation temperature: at 1.0, 8-14% of the SFT verifier's passes do not parse and it accepts
+    # 62% of gold proofs per pass (86% at 0.5); make diagnose-prover, docs/prover.md
+    judge_temperature: float = 0.5
+    # GRPO arms (the same budget for each): 8 samples per problem (make diagnose-prover: 4 gave ~1 group with a
+    # gradient per step). 16 problems per step at lr 3e-5, 24 steps: the positive control (make diagnose-control,
+    # on dev GRPO problems: +7.6 [+3.1, +13.0] true points with the gold reward; 4 problems per step at lr 1e-4 to
+    # 3e-3, the 3 Dec budget, lowered the true rate: Adam's steps on one to three informative groups are noise).
+    # The prover's GRPO temperature: groups of 8 with a mixed gold reward (a gradient), GRPO problems: 10/64 at 1.0,
+    # 16/64 at 0.7, 21/64 at 0.5 (make diagnose-prover, docs/prover.md)
+    arms: str = "pass1,mean8,pess8,pool,gold"
+    # held-out evaluation
+    refine_rounds: int = 1
+    # the pool arm: the verifier and pool_size - 1 more trained alike from other random inits and SFT seeds, each
+    # judging eval_passes // pool_size passes, all of which must accept (pess8's judge calls over different models)
+    pool_size: int = 4
+    eval_proofs: int = 8  # proofs sampled per held-out problem (each judged, checked; clustered by problem)
+    # the gold arm (the exact checker as reward: the positive control) with these GRPO seeds, each from the same
+    # SFT prover; its row pools the seeds and its CI resamples problems and seeds
+    gold_seeds: str = "0,1,2"
+    bootstrap_n: int = 200
+
+
+PROVER_ARMS = {"pass1": ("verifier", 1, "pessimistic"), "mean8": ("verifier", 8, "mean"),
+        "pess8": ("verifier", 8, "pessimistic"), "pool": ("verifier", 0, "pessimistic"),  # 0: eval_passes // pool_size
+        "gold": ("gold", 8, "pessimistic")}
+
+
+def prover_options(argv: list[str], cfg: ProverHackingConfig) -> ProverHackingConfig:
+    """``key=value`` options onto ``cfg``; an unknown or ill-typed key, or a bad arm, seed list or pool size, is one
+    clear error."""
+    kw: dict[str, Any] = {}
+    fields = {f.name: f for f in dataclasses.fields(cfg)}
+    for a in argv:
+        k, _, v = a.partition("=")
+        if k not in fields:
+            raise SystemExit(f"unknown option {k!r}; known: {', '.join(fields)}")
+        typ = type(getattr(cfg, k))
+        try:
+            kw[k] = typ(v) if typ is not bool else v.lower() in ("1", "true", "yes")
+        except ValueError:
+            raise SystemExit(f"option {k}={v!r}: expected {typ.__name__}") from None
+    cfg = dataclasses.replace(cfg, **kw)
+    bad = [a for a in cfg.arms.split(",") if a not in PROVER_ARMS]
+    if bad or ("pess8" not in cfg.arms.split(",") and cfg.arms != "gold"):
+        raise SystemExit(f"arms: a subset of {list(PROVER_ARMS)} that includes pess8, or gold alone (the positive control; "
+                         f"the pess8 keys print nan) (got {cfg.arms!r})")
+    try:
+        seeds = [int(x) for x in cfg.gold_seeds.split(",")]
+    except ValueError:
+        raise SystemExit(f"gold_seeds: integers separated by commas (got {cfg.gold_seeds!r})") from None
+    if "pool" in cfg.arms.split(",") and (cfg.pool_size < 2 or cfg.eval_passes % cfg.pool_size):
+        raise SystemExit(f"pool_size: at least 2 and a divisor of eval_passes={cfg.eval_passes} (got {cfg.pool_size})")
+    if not 0 <= cfg.prover_sft_checkpoint <= cfg.prover_sft_steps:
+        raise SystemExit(f"prover_sft_checkpoint: 0 (the final weights) or a step <= prover_sft_steps "
+                         f"(got {cfg.prover_sft_checkpoint})")
+    if len(set(seeds)) != len(seeds) or cfg.eval_proofs < 1:
+        raise SystemExit(f"gold_seeds: distinct seeds; eval_proofs >= 1 (got {cfg.gold_seeds!r}, {cfg.eval_proofs})")
+    return cfg

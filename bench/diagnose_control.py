@@ -21,7 +21,7 @@ diagnosis GRPO run; the remaining GRPO problems train. The held-out problems are
 Face ``generate`` (``training.diagnostics.hf_samples``). Resumable: the SFT and each (lr, batch, steps) GRPO run
 are skipped when their final weights are there. Writes OUT/control_b<grpo_batch>_s<grpo_steps>.{json,png}; last line
 ``control_sft_steps=<n> control_lr=<r> dev_true_before=<r> dev_true_after=<r> dev_gain=<r> dev_gain_ci_low=<r>
-seconds=<n>``. Options as ``key=value``: every ``BenchConfig`` field plus ``every``, ``n_problems``, ``from_step``
+seconds=<n>``. Options as ``key=value``: every ``bench.common.ProverHackingConfig`` field plus ``every``, ``n_problems``, ``from_step``
 and ``lrs`` (comma-separated).
 """
 
@@ -36,8 +36,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.bench_prover import BenchConfig, _overrides
-from bench.common import environment, last_line
+from bench.common import ProverHackingConfig, environment, last_line, prover_options
 
 environment(wandb=True)
 
@@ -45,7 +44,7 @@ OWN = {"every": "400", "n_problems": "48", "from_step": "800", "lrs": "1e-4,3e-4
 LINE_FORMATS = {"control_sft_steps": "d", "control_lr": "g", "seconds": "d"}
 
 
-def parse(argv: list[str]) -> tuple[BenchConfig, dict[str, str]]:
+def parse(argv: list[str]) -> tuple[ProverHackingConfig, dict[str, str]]:
     own = dict(OWN)
     rest = []
     for a in argv:
@@ -54,7 +53,7 @@ def parse(argv: list[str]) -> tuple[BenchConfig, dict[str, str]]:
             own[k] = v
         else:
             rest.append(a)
-    cfg = _overrides(rest, BenchConfig(out="runs/diagnose_control"))
+    cfg = prover_options(rest, ProverHackingConfig(out="runs/diagnose_control"))
     try:
         every, n, frm, lrs = int(own["every"]), int(own["n_problems"]), int(own["from_step"]), own["lrs"].split(",")
         [float(x) for x in lrs]

@@ -29,8 +29,8 @@ done
 $PY - "$OUT" <<'PY'
 import json, sys
 from pathlib import Path
-sys.path.insert(0, "bench"); sys.path.insert(0, ".")
-from bench_learning import copy_rate, read_accuracy
+sys.path.insert(0, ".")
+from training.diagnostics import copy_rate, read_accuracy
 from verifier.io import load_trajectories
 out = Path(sys.argv[1])
 for d in sorted(out.glob("eval*"), key=lambda p: int(p.name[4:])):

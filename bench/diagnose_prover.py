@@ -11,7 +11,7 @@ SFT set nor in the held-out set), with ``bench/bench_prover.py``'s task knobs an
 
 Generation is Hugging Face ``generate`` on the tiny models (no server). Writes
 ``runs/diagnose_prover/{diagnosis.json,diagnosis.png}``; last line ``prover_true_acc=<r> mixed_groups_best=<n>
-verifier_parsed=<r> verifier_accepts_wrong=<r> seconds=<n>``. Options as ``key=value``: every ``BenchConfig`` field
+verifier_parsed=<r> verifier_accepts_wrong=<r> seconds=<n>``. Options as ``key=value``: every ``bench.common.ProverHackingConfig`` field
 of the bench (``prover_sft_steps``, ``verifier_sft_steps``, ...) plus ``every`` and ``n_problems``.
 """
 
@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.bench_prover import BenchConfig, _overrides
-from bench.common import last_line
+from bench.common import ProverHackingConfig, environment, last_line, prover_options
+
+environment(wandb=True)  # bench-prover's environment (this script imported it from there)
 
 TEMPERATURES = (0.0, 0.5, 0.7, 1.0)
 JUDGE_TEMPERATURES = (0.5, 1.0)
@@ -52,7 +53,8 @@ def _wrong_result(steps: list[str], rng: random.Random) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     own = {k: v for k, v in (a.split("=", 1) for a in argv) if k in ("every", "n_problems")}
-    cfg = _overrides([a for a in argv if a.split("=", 1)[0] not in own], BenchConfig(out="runs/diagnose_prover"))
+    cfg = prover_options([a for a in argv if a.split("=", 1)[0] not in own],
+                         ProverHackingConfig(out="runs/diagnose_prover"))
     every, n_problems = int(own.get("every", 100)), int(own.get("n_problems", 64))
     from datasets import Dataset
 

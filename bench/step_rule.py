@@ -31,49 +31,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import last_line
 
-from eval.metrics import COLUMNS, Prediction, metric_deltas, ratio_delta, record_row
-from eval.stats import BootstrapSpec, harmonic, safe_ratio
-from verifier.aggregate import AggregationPolicy, aggregate
+from eval.metrics import metric_deltas, ratio_delta
+from eval.record_rows import RULES, meta_values, step_rows
+from eval.stats import BootstrapSpec, safe_ratio
 from verifier.io import load_trajectories
 from verifier.judgment import load_judgments
-from verifier.meta_verifier import RuleMetaVerifier
-from verifier.records import NO_STEP, ParseStatus, Verdict, VerificationOutput
-
-RULES = ("per_pass", "earliest", "most_named")
-RULE_META = RuleMetaVerifier(near=1)  # item 4's grading: EXACT only at the fatal step, BASIC within one
-
-
-def _row(t, verdict: Verdict | None, step: int) -> list[int]:
-    out = VerificationOutput(ParseStatus.OK if verdict else ParseStatus.MISSING_FIELD, verdict, step)
-    return record_row(t, Prediction(t.id, verdict, step, RULE_META.grade(t, out).grade))
-
-
-def step_rows(gold, judgments) -> dict[str, np.ndarray]:
-    """Per gold record (in gold order): ``COLUMNS`` counts under each rule (``per_pass`` sums its passes) and
-    ``loc`` = [rejecting passes on an invalid proof, of them naming the exact fatal step]."""
-    by_id = {j.id: j for j in judgments}
-    rows: dict[str, list] = {r: [] for r in (*RULES, "loc")}
-    for t in gold:
-        j = by_id.get(t.id)
-        if j is None:
-            raise SystemExit(f"record {t.id!r}: no judgment")
-        passes = [(p.verdict if p.ok else None, p.first_error_step if p.ok else NO_STEP) for p in j.passes]
-        rows["per_pass"].append(np.sum([_row(t, v, s) for v, s in passes], axis=0))
-        rows["earliest"].append(_row(t, j.verdict, j.first_error_step))
-        named = [s for v, s in passes if v is Verdict.INVALID and s >= 0]
-        most = aggregate(j.passes, AggregationPolicy(n=len(j.passes), step_rule="most_named"))
-        rows["most_named"].append(_row(t, most.verdict, most.first_error_step))
-        k = t.annotation.first_fatal_error_step
-        rows["loc"].append([len(named), sum(s == k for s in named)] if not t.annotation.is_valid else [0, 0])
-    return {r: np.asarray(v, dtype=float) for r, v in rows.items()}
-
-
-def meta_values(rows: list[np.ndarray]) -> dict[str, float]:
-    """Meta TPR / TNR / Balanced F1 of rows pooled over seeds."""
-    s = np.sum([r.sum(0) for r in rows], axis=0)
-    c = {n: s[i] for i, n in enumerate(COLUMNS)}
-    tpr, tnr = safe_ratio(c["meta_tp"], c["pos"]), safe_ratio(c["meta_tn"], c["neg"])
-    return {"meta.tpr": float(tpr), "meta.tnr": float(tnr), "meta.balanced_f1": float(harmonic(tpr, tnr))}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -26,7 +26,7 @@ def test_bench_learning_last_line():
 
 
 def test_ladder_report_last_line():
-    from bench.ladder_report import line_values as last_line
+    from eval.ladder_report import line_values as last_line
 
     names = ["meta_vs_rough", "extra_ann_tnr", "pos_aug_tpr", "pess_tnr", "final_vs_base", "selection_vs_random"]
     tests = {n: {"delta": 0.01 * (i + 1), "ci": [None if i == 2 else -0.001 * i, 0.5]} for i, n in enumerate(names)}
@@ -40,7 +40,7 @@ def test_ladder_report_last_line():
 
 
 def test_bench_judge_last_line():
-    from bench.peer_compare import LINE_FORMATS, line_values
+    from eval.peer_compare import LINE_FORMATS, line_values
 
     def last_line(med, vs_peer, agreement):
         return key_values(line_values(med, vs_peer, agreement), formats=LINE_FORMATS)
@@ -68,15 +68,16 @@ def test_bench_prover_control_alone_pools_seeds_and_prints_nan_for_pess8():
     prover resamples problems and seeds, the pess8 keys print nan; bad seeds or arms are one line."""
     import pytest
 
-    from bench.bench_prover import BenchConfig, _overrides, _paired, _pooled, line_values
+    from bench.bench_prover import _paired, _pooled, line_values
+    from bench.common import ProverHackingConfig, prover_options
 
-    cfg = _overrides(["arms=gold", "gold_seeds=0,1,2", "eval_proofs=2"], BenchConfig())
-    assert _overrides(["arms=pess8,pool", "pool_size=2"], BenchConfig()).pool_size == 2
+    cfg = prover_options(["arms=gold", "gold_seeds=0,1,2", "eval_proofs=2"], ProverHackingConfig())
+    assert prover_options(["arms=pess8,pool", "pool_size=2"], ProverHackingConfig()).pool_size == 2
     for bad in (["arms=pass1"], ["arms=gold", "gold_seeds=0,0"], ["gold_seeds=a"], ["eval_proofs=0"],
                 ["arms=pess8,pool", "pool_size=3"], ["arms=pess8,pool", "pool_size=1"], ["prover_sft_checkpoint=3000"],
                 ["grpo_steps=many"]):
         with pytest.raises(SystemExit):
-            _overrides(bad, BenchConfig())
+            prover_options(bad, ProverHackingConfig())
     before = {"per_proof": {f"p{i}/{j}": [int(i == 0), 0] for i in range(4) for j in range(2)}}
     seeds = [{"true_acc": t, "accept": 0.0, "hacking_rate": 0.0, "accept_refined": 0.0, "true_acc_refined": t,
               "refine_gain": None, "refine_true_gain": 0.0, "n": 8, "train": {},
@@ -136,7 +137,7 @@ def test_every_bench_prints_its_last_line_through_bench_common():
 
     bench = Path(__file__).resolve().parents[1] / "bench"
     for name in ("bench_judge", "bench_ladder", "bench_learning", "bench_nemo_reward", "bench_prover", "bench_reward",
-                 "bench_select", "bench_train", "diagnose_prover", "diagnose_control", "ladder_report", "step_rule"):
+                 "bench_select", "bench_train", "diagnose_prover", "diagnose_control", "step_rule"):
         text = (bench / f"{name}.py").read_text()
         assert "from bench.common import" in text, name
         assert 'os.environ.setdefault("OMP_NUM_THREADS"' not in text, name

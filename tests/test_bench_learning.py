@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 
 from bench.common import key_values
+from eval.record_rows import localisation_rows, pooled_metrics, record_counts
+from training.diagnostics import read_accuracy
+from verifier.io import write_if_changed
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -66,14 +69,14 @@ def _preds(tmp_path, gold, name, step_right: bool):
 
 def test_meta_f1_difference_and_ci(bench, tmp_path):
     gold = _gold()
-    good = bench.record_counts(gold, _preds(tmp_path, gold, "good", True))
-    poor = bench.record_counts(gold, _preds(tmp_path, gold, "poor", False))
+    good = record_counts(gold, _preds(tmp_path, gold, "good", True))
+    poor = record_counts(gold, _preds(tmp_path, gold, "poor", False))
     # same polarity: Rough identical; the poor arm locates no error: Meta TNR 0, Meta BF1 0
     d, lo, hi = _meta_f1_delta(gold, [good, good, good], [poor, poor, poor], n=200)
     assert d == pytest.approx(1.0) and lo == pytest.approx(1.0) and hi == pytest.approx(1.0)
     d, lo, hi = _meta_f1_delta(gold, [good, poor], [good, poor], n=300)
     assert d == pytest.approx(0.0) and lo < 0 < hi  # the seed resampling widens the CI of identical arms
-    pooled = bench.pooled_metrics(gold, [good, poor], None)
+    pooled = pooled_metrics(gold, [good, poor], None)
     assert pooled["rough.balanced_f1"]["value"] == pytest.approx(1.0)
     assert pooled["meta.tnr"]["value"] == pytest.approx(0.5)
 
@@ -82,13 +85,13 @@ def test_record_counts_names_a_missing_prediction(bench, tmp_path):
     gold = _gold()
     p = _preds(tmp_path, gold[1:], "short", True)
     with pytest.raises(SystemExit, match=gold[0].id):
-        bench.record_counts(gold, p)
+        record_counts(gold, p)
 
 
 def test_first_error_step_accuracy_among_rejected_invalid_proofs(bench, tmp_path):
     gold = _gold()
-    good = bench.localisation_rows(gold, _preds(tmp_path, gold, "good", True))
-    poor = bench.localisation_rows(gold, _preds(tmp_path, gold, "poor", False))
+    good = localisation_rows(gold, _preds(tmp_path, gold, "good", True))
+    poor = localisation_rows(gold, _preds(tmp_path, gold, "poor", False))
     n_invalid = sum(not t.annotation.is_valid for t in gold)
     assert good[:, 0].sum() == poor[:, 0].sum() == n_invalid  # every invalid proof rejected by both
     assert good[:, 1].sum() == n_invalid and poor[:, 1].sum() == 0
@@ -135,11 +138,11 @@ def test_write_if_changed_keeps_an_identical_file(bench, tmp_path):
     import os
 
     p = tmp_path / "held_out.jsonl"
-    bench.write_if_changed(p, [{"id": "a"}])
+    write_if_changed(p, [{"id": "a"}])
     t = os.stat(p).st_mtime_ns
-    bench.write_if_changed(p, [{"id": "a"}])
+    write_if_changed(p, [{"id": "a"}])
     assert os.stat(p).st_mtime_ns == t and not list(tmp_path.glob("*.tmp"))
-    bench.write_if_changed(p, [{"id": "b"}])
+    write_if_changed(p, [{"id": "b"}])
     assert '"b"' in p.read_text()
 
 
@@ -147,8 +150,8 @@ def test_every_metric_difference_has_a_ci(bench, tmp_path):
     """meta - rough for each of Rough / Meta TPR, TNR, BF1 (issue 23 item 4): same polarity, so every Rough
     difference is 0; the arm that names the right step wins Meta TNR and BF1 by 1; valid proofs are alike (TPR 0)."""
     gold = _gold()
-    good = bench.record_counts(gold, _preds(tmp_path, gold, "good", True))
-    poor = bench.record_counts(gold, _preds(tmp_path, gold, "poor", False))
+    good = record_counts(gold, _preds(tmp_path, gold, "good", True))
+    poor = record_counts(gold, _preds(tmp_path, gold, "poor", False))
     from eval.metrics import metric_deltas
     from eval.stats import BootstrapSpec
 
@@ -164,7 +167,7 @@ def test_a_failing_worker_stops_the_bench_naming_its_seeds(bench, tmp_path):
     (here: an option the bench does not know) stops the bench with its seeds and log named."""
     with pytest.raises(SystemExit, match=r"worker failed: seeds \[0\] rough_rl/meta_ver_rl \(exit 1\); "
                                          r"seeds \[1\] rough_rl/meta_ver_rl \(exit 1\); seeds \[2\]"):
-        bench.run_workers(["no_such_option=1", "seeds=9", "workers=5"], [0, 1, 2], 3, tmp_path)
+        bench.seed_workers(["no_such_option=1", "seeds=9", "workers=5"], [0, 1, 2], 3, tmp_path)
     log = (tmp_path / "worker0.log").read_text()
     assert "unknown option 'no_such_option'" in log
 
@@ -175,13 +178,13 @@ def test_paired_seeds_keep_seed_k_of_both_arms_together(bench, tmp_path):
     give a CI around 0; paired draws see that every seed pair is identical (CI exactly 0); a constant gain of one
     arm in every pair stays above 0 whatever the seed-to-seed spread."""
     gold = _gold()
-    good = bench.record_counts(gold, _preds(tmp_path, gold, "good", True))
-    poor = bench.record_counts(gold, _preds(tmp_path, gold, "poor", False))
+    good = record_counts(gold, _preds(tmp_path, gold, "good", True))
+    poor = record_counts(gold, _preds(tmp_path, gold, "poor", False))
     d, lo, hi = _meta_f1_delta(gold, [good, poor, good], [good, poor, good], n=300)
     assert d == 0 and lo < 0 < hi  # unpaired: seed resampling per arm
     assert _meta_f1_delta(gold, [good, poor, good], [good, poor, good], n=300,
                           paired=True) == pytest.approx((0.0, 0.0, 0.0))
-    ld, llo, _ = _ratio_delta(gold, *[[bench.localisation_rows(gold, _preds(tmp_path, gold, n, r))
+    ld, llo, _ = _ratio_delta(gold, *[[localisation_rows(gold, _preds(tmp_path, gold, n, r))
                                        for n, r in (("a", True), ("b", False), ("c", True))]] * 2,
                               n=300, paired=True)
     assert (ld, llo) == (0.0, 0.0)
@@ -254,7 +257,7 @@ def test_read_accuracy_tells_reading_from_the_start_equals_previous_shortcut(ben
     for name, fn, want in (("gold", lambda x: x, (1.0, 0.0)), ("shortcut", shortcut, (0.0, 1.0))):
         p = tmp_path / f"{name}.jsonl"
         write_jsonl(p, ({"id": t.id, "passes": [{"text": fn(gold_verification(t, style))}]} for t in gold))
-        r = bench.read_accuracy(gold, p)
+        r = read_accuracy(gold, p)
         n_fatal = sum(not t.annotation.is_valid and t.annotation.first_fatal_error_step >= 1 for t in gold)
         assert r["fatal_lines"] == n_fatal > 0
         assert (r["fatal_start"], r["fatal_shortcut"]) == want
@@ -263,21 +266,22 @@ def test_read_accuracy_tells_reading_from_the_start_equals_previous_shortcut(ben
     stray = tmp_path / "stray.jsonl"
     write_jsonl(stray, [{"id": "nope", "passes": []}])
     with pytest.raises(SystemExit, match="'nope'"):
-        bench.read_accuracy(gold, stray)
+        read_accuracy(gold, stray)
 
 
 def test_the_sft_data_mix_changes_only_the_sft_data(bench):
     """sft_valid_fraction / sft_fatal_kinds (item 4's diagnosis) reach the SFT data alone, and by default add
     nothing to the SFT stage's settings (a stage finished before the options still resumes)."""
     from data_pipeline.synthetic import generate_synthetic
+    from data_pipeline.synthetic_recipes import sft_data_mix, verification_task
 
-    assert bench.sft_data_mix(bench.BenchConfig()) == {}
+    assert sft_data_mix(bench.BenchConfig()) == {}
     cfg = bench._overrides(["sft_valid_fraction=0.2", "sft_fatal_kinds=wrong_operand", "min_steps=6",
                             "max_steps=8"], bench.BenchConfig())
-    mix = bench.sft_data_mix(cfg)
+    mix = sft_data_mix(cfg)
     assert mix == {"valid_fraction": 0.2, "fatal_kinds": ["wrong_operand"]}
-    sft = generate_synthetic(400, seed=3, **{**bench.synthetic_task(cfg), **mix})
-    task = generate_synthetic(400, seed=3, **bench.synthetic_task(cfg))
+    sft = generate_synthetic(400, seed=3, **{**verification_task(cfg), **mix})
+    task = generate_synthetic(400, seed=3, **verification_task(cfg))
     assert 0.12 < sum(t.annotation.is_valid for t in sft) / len(sft) < 0.28
     assert {t.meta["synthetic"].get("fatal_kind") for t in sft if not t.annotation.is_valid} == {"wrong_operand"}
     assert 0.4 < sum(t.annotation.is_valid for t in task) / len(task) < 0.6

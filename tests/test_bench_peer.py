@@ -1,4 +1,4 @@
-"""bench/peer_compare.py: make bench-judge's peer comparison (f) against inspect-ai, from constructed completions.
+"""eval/peer_compare.py: make bench-judge's peer comparison (f) against inspect-ai, from constructed completions.
 
 The peer itself runs in .venv-peer (bench/peer_inspect.py, make peer-deps); these tests need neither it nor a server:
 the peer's completions are decided by our parser and our 8-pass pessimism, the agreement counts what it says, and
@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def pc():
-    spec = importlib.util.spec_from_file_location("peer_compare", REPO / "bench" / "peer_compare.py")
+    spec = importlib.util.spec_from_file_location("peer_compare", REPO / "eval" / "peer_compare.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules["peer_compare"] = mod
     spec.loader.exec_module(mod)

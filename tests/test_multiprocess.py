@@ -236,7 +236,7 @@ def _one_rank_step(out: str) -> None:
 
     import torch.distributed as dist
 
-    from bench.bench_reward import step_batch
+    from data_pipeline.synthetic_recipes import grpo_step_batch
     from training.rewards import JudgeFailureError, MetaReward
     from verifier.config import EndpointConfig
 
@@ -248,7 +248,7 @@ def _one_rank_step(out: str) -> None:
         reward = MetaReward(judge="llm", endpoint=ep, judge_max_tokens=8)
     else:
         reward = MetaReward(judge="rule")
-    completions, cols = step_batch(8, 4)
+    completions, cols = grpo_step_batch(8, 4)
     try:
         asyncio.run(reward(completions=completions, **cols))
         dist.barrier()

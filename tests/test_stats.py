@@ -50,7 +50,7 @@ OLD_VS_ONE_SEED_META_TPR = (0.1454545454545455, -0.033666666667, 0.326925925926)
 @pytest.mark.parametrize("paired", [False, True])
 def test_paired_bootstrap_reproduces_bench_learning_metric_deltas_ci(paired):
     """The same inputs and seed give the numbers the former bench_learning.metric_deltas_ci / ratio_delta_ci gave
-    (bench/ladder_report.py and bench/step_rule.py now call eval.metrics.metric_deltas / ratio_delta)."""
+    (eval/ladder_report.py and bench/step_rule.py now call eval.metrics.metric_deltas / ratio_delta)."""
     pids, A, B = _random_rows(np.random.default_rng(11))
     spec = BootstrapSpec(n=500, seed=7)
     d = metric_deltas(A, B, pids, spec, paired_seeds=paired)

@@ -18,7 +18,7 @@ def _judgment(rid: str, answers: list[tuple[str, int]]) -> Judgment:
 
 
 def test_step_rules_on_passes_that_disagree():
-    from bench.step_rule import step_rows
+    from eval.record_rows import step_rows
 
     steps = tuple(f"s{i}" for i in range(8))
     bad = ProofTrajectory("bad", "p1", "P", steps, annotation=Annotation(first_fatal_error_step=5))

@@ -5,7 +5,8 @@ TRL already logs, per logging step: ``reward``, ``rewards/<component>/mean``, ``
 ``completions/clipped_ratio``, ``entropy`` and, only when ``beta > 0``, ``kl``. The rewards add
 ``completions/truncated_frac`` and ``completions/unparseable_frac`` (``training.rewards``). Missing is
 how far the policy has moved from its warm start when ``beta == 0``; :class:`KLToInit` logs it as
-``kl_to_init``. :func:`plot_train_logs` draws all of these per step (PNG).
+``kl_to_init``. :func:`plot_train_logs` draws all of these per step (PNG). :func:`copy_rate` and
+:func:`read_accuracy` tell whether a verifier reads the proof it judges (``style=check`` texts).
 
     python -m training.diagnostics runs/x/train_log.json [more logs] --out diagnostics.png
 """
@@ -16,6 +17,7 @@ import argparse
 import copy
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -229,6 +231,61 @@ def hf_samples(model_dir: Path | str, prompts: Sequence[Any], temperature: float
         for row in out[:, enc["input_ids"].shape[1]:].tolist():
             res.append((tok.decode(row, skip_special_tokens=True), "stop" if tok.eos_token_id in row else "length"))
     return res
+
+
+def copy_rate(gold, judgments_jsonl: Path) -> float:
+    """Fraction of judging passes whose first line copies the proof's step 0 exactly (``Step 0: <step 0>``, the
+    first line of every ``style="check"`` gold text): whether the verifier reads the proof it judges or writes a
+    chain of its own (docs/training.md, "Does a verifier read long proofs?")."""
+    from verifier.judgment import load_judgments
+
+    first = {t.id: f"Step 0: {t.proof_steps[0]}" for t in gold}
+    hits = total = 0
+    for j in load_judgments(judgments_jsonl, passes_only=True):
+        for p in j.passes:
+            total += 1
+            hits += p.raw_text.split("\n", 1)[0].strip() == first.get(j.id)
+    return hits / total if total else 0.0
+
+
+_CHECK_LINE = re.compile(r"Step (\d+): (?:(?P<text>.+) \| )?(?P<start>\S+) vs (?P<prev>\S+), (?:ok|fatal)")
+
+
+def read_accuracy(gold, judgments_jsonl: Path) -> dict[str, Any]:
+    """Whether the verifier reads each step it checks (docs/training.md): over the judging
+    passes, the fraction of ``Step i: <start> vs <previous>`` lines (``style=check`` or ``copy_check``) whose
+    start is the start the proof's step i writes, per step i >= 1 (``start_by_step``), and at the first fatal
+    step of a ``wrong_operand`` proof (``fatal_start``: the one line where reading the proof and the shortcut
+    start = previous result differ; ``fatal_shortcut`` counts the lines that wrote the previous result)."""
+    from data_pipeline.synthetic import step_start
+    from verifier.judgment import load_judgments
+
+    by_id = {str(t.id): t for t in gold}
+    per_step: dict[int, list[int]] = {}
+    fatal = [0, 0, 0]  # read right, shortcut, lines
+    for j in load_judgments(judgments_jsonl, passes_only=True):
+        t = by_id.get(j.id)
+        if t is None:
+            raise SystemExit(f"read_accuracy: record {j.id!r} of {judgments_jsonl} is not in the gold set")
+        info = (t.meta or {}).get("synthetic") or {}
+        k = t.annotation.first_fatal_error_step if t.annotation else -1
+        for p in j.passes:
+            for line in p.raw_text.splitlines():
+                m = _CHECK_LINE.match(line.strip())
+                if not m or not 1 <= int(m.group(1)) < len(t.proof_steps):
+                    continue
+                i = int(m.group(1))
+                want = step_start(t.proof_steps[i])
+                hit = per_step.setdefault(i, [0, 0])
+                hit[0] += m.group("start") == want
+                hit[1] += 1
+                if i == k and info.get("fatal_kind") == "wrong_operand":
+                    fatal[0] += m.group("start") == want
+                    fatal[1] += m.group("start") == m.group("prev")
+                    fatal[2] += 1
+    return {"start_by_step": {i: a / n for i, (a, n) in sorted(per_step.items())},
+            "fatal_start": fatal[0] / fatal[2] if fatal[2] else 0.0,
+            "fatal_shortcut": fatal[1] / fatal[2] if fatal[2] else 0.0, "fatal_lines": fatal[2]}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -19,6 +19,9 @@
   recipe reads instead: :func:`prepare`'s ``files``) that does not exist stops the run, naming the key.
 
 A broken rule raises :class:`LadderConfigError` (a ``verifier.errors.InputError``: one message, exit code 2).
+
+At CPU scale (``make bench-ladder``): ``disjoint_problems``, the synthetic problem sets of the ladder, and
+``row_config``, one run of the ladder: its row's data and reward, the same GRPO budget for every row.
 """
 
 from __future__ import annotations
@@ -222,3 +225,56 @@ def prepare(cfg: Any, files: Callable[[Any], list[tuple[str, str]]] = data_files
     check_thinking(cfg)
     check_data_files(cfg, files)
     check_heldout(cfg)
+
+
+# the CPU-scale ladder (make bench-ladder): row -> (data root, variant, reward components); every row but base trains
+ROW_DATA = {"rough_rl": ("data", "base", {"rough": 1.0, "meta": 0.0}), "meta_ver_rl": ("data", "base", {"meta": 1.0}),
+            "extra_ann": ("data", "extra_ann", {"meta": 1.0}), "pos_aug": ("data", "pos_aug", {"meta": 1.0}),
+            "extra_ann_random": ("data_random", "extra_ann", {"meta": 1.0})}
+
+
+def disjoint_problems(task: dict[str, Any], seed: int, n_sft: int, n_pool: int, n_held: int
+                      ) -> tuple[list[Any], list[Any], list[Any]]:
+    """Synthetic problems: the prover's SFT (seed+1), the annotation pool (seed+2, at most ``n_pool``), held-out
+    (seed+3, at most ``n_held``), disjoint by text (a held-out problem is in no training set: the one leak check)."""
+    from training.prover_reward import synthetic_problems
+
+    sft = synthetic_problems(n_sft, seed + 1, **task)
+    pool = synthetic_problems(n_pool * 10, seed + 2, **task)
+    held = synthetic_problems(n_held * 20, seed + 3, **task)
+    seen = {p.problem for p in sft}
+    pool = [p for p in pool if p.problem not in seen][:n_pool]
+    seen |= {p.problem for p in pool}
+    return sft, pool, [p for p in held if p.problem not in seen][:n_held]
+
+
+def row_config(cfg: Any, rows_dir: Path, data_dir: Path, name: str, warm: str) -> Any:
+    """The ``GRPORunConfig`` of the ladder run ``name`` (``base``: the warm start ``warm`` evaluated only; else
+    ``<row>/seed<k>``, GRPO from ``warm`` with seed k) in ``rows_dir/name``: its variant's data under ``data_dir``
+    (``data_pipeline.grpo_dataset``'s layout), its reward, the GRPO budget of ``cfg`` (bench-ladder's options) and
+    ``eval_passes``-pass pessimistic held-out judging (section 4.4)."""
+    import dataclasses
+
+    from eval.stats import BootstrapSpec
+    from training.config import (DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings,
+                                 heldout_judge)
+    from training.rewards import RewardConfig
+
+    row, _, seed = name.partition("/")
+    root, variant, components = ("data", "base", {"meta": 1.0}) if row == "base" else ROW_DATA[row]
+    ev = EvalConfig(judge=dataclasses.replace(heldout_judge(), n=cfg.eval_passes, policy="pessimistic",
+                                              max_tokens=cfg.max_completion_length, temperature=cfg.temperature,
+                                              run_seed=cfg.seed), bootstrap=BootstrapSpec(n=200, seed=cfg.seed))
+    data = DataConfig(source="jsonl", root=str(data_dir / root), variant=variant, n_train=None, n_eval=None,
+                      prompt_template="verify_compact")
+    return GRPORunConfig(
+        experiment_name=name.split("/")[0], output_dir=str(rows_dir / name), train=row != "base",
+        init_from=warm, model=ModelConfig(name_or_path=warm), data=data,
+        reward=RewardConfig(components=components),
+        grpo=GRPOSettings(max_steps=cfg.grpo_steps, per_device_train_batch_size=cfg.grpo_batch,
+                          num_generations=cfg.num_generations, max_completion_length=cfg.max_completion_length,
+                          learning_rate=cfg.grpo_lr, temperature=cfg.temperature, save_steps=10_000, beta=0.0,
+                          gradient_accumulation_steps=1, warmup_steps=0, bf16=False, logging_steps=1,
+                          seed=cfg.seed if row == "base" else int(seed.removeprefix("seed")),
+                          log_completions=False, skip_zero_grad_steps=True),
+        eval=ev, wandb=WandbSettings(enabled=False))

@@ -67,7 +67,8 @@ from training.grpo import run as grpo_run
 from training.prover_reward import AuditConfig, ProverRLConfig, evaluate_prover, gold_table, synthetic_problems
 from training.rewards import RewardConfig
 from training.sft import SFTRunConfig, gold_text, sft_train
-from training.stages import done_stage, mark_done
+from training.stages import done_stage, mark_done, run_stage
+from training.tiny_task import ProverBudget
 from verifier.config import MetaVerifierConfig, hydra_main
 from verifier.config import EndpointConfig
 from verifier.errors import InputError
@@ -97,8 +98,9 @@ HELDOUT_KEYS = ("true_acc", "accept", "hacking_rate", "verifier_rough_bf1", "ver
 
 
 @dataclass
-class LoopConfig:
-    """Options of ``python -m training.loop`` (mirrored by ``configs/loop.yaml``)."""
+class LoopConfig(ProverBudget):
+    """Options of ``python -m training.loop`` (mirrored by ``configs/loop.yaml``); the tiny model (unless
+    ``base_model``), the synthetic task (exact truth) and the prover's budget: ``training.tiny_task.ProverBudget``."""
 
     out: str | None = None  # the loop's folder: OUT/round_{r}/{stage}/, OUT/report.md, OUT/loop.png
     rounds: int = 2  # rounds after round 0 (each: proofs, selection, annotation, repair, verifier, prover)
@@ -106,29 +108,16 @@ class LoopConfig:
     seed: int = 0
     resume: bool = True  # false: a finished stage in OUT is an error
     share_round0: str | None = None  # another loop's folder whose finished round 0 (same settings) is reused
-    # the model: a folder, or null for the tiny model built here with these sizes
-    base_model: str | None = None
-    hidden_size: int = 128
-    num_layers: int = 2
-    intermediate_size: int = 384
-    # the synthetic task (exact truth: data_pipeline.synthetic_check) and its disjoint problem sets
-    min_steps: int = 3
-    max_steps: int = 3
-    max_operand: int = 9
-    n_prover_sft: int = 2000  # problems of the prover's SFT on gold proofs
+    base_model: str | None = None  # a model folder, or null for the tiny model built here with the sizes above
+    # the synthetic task's disjoint problem sets
     n_round_problems: int = 64  # problems per round (the prover writes proofs on them and trains on them)
     n_heldout: int = 45  # held-out problems (in no training set)
     heldout_problems: str | None = None  # a problems JSONL instead of synthetic held-out problems
     # the prover
     prover_sft_steps: int = 800
-    prover_sft_lr: float = 3e-3
-    sft_batch: int = 16
     grpo_steps: int = 48  # prover GRPO steps per round
     grpo_batch: int = 32
-    num_generations: int = 8
     grpo_lr: float = 1e-4
-    temperature: float = 0.5  # the prover's sampling temperature (GRPO, proofs, repairs)
-    max_completion_length: int = 64  # the prover's token budget
     reward_passes: int = 8  # verifier passes per proof in the prover reward
     reward_policy: str = "pessimistic"  # pessimistic | mean
     audit_every: int = 4  # the hack audit (exact checker) every this many reward steps (0: off)
@@ -155,9 +144,7 @@ class LoopConfig:
     # (d) repair augmentation
     repair_check: str = "exact"  # exact | verifiers (the current verifier, 8 pessimistic passes)
     repair_attempts: int = 1
-    # held-out evaluation
-    eval_passes: int = 8
-    eval_temperature: float = 0.5
+    # held-out evaluation (eval_passes, eval_temperature: ProverBudget's)
     bootstrap_n: int = 1000
     wandb: WandbConfig = field(default_factory=lambda: WandbConfig(project="proofverifier-loop", mode="auto"))
     progress: bool = True
@@ -284,20 +271,9 @@ class Loop:
 
     def stage(self, r: int, name: str, fn: Callable[[Path], dict[str, Any]], settings: Any = None) -> dict[str, Any]:
         """Run stage ``name`` of round ``r`` in ``OUT/round_{r}/{name}/`` unless it finished with these settings."""
-        d = self.out / f"round_{r}" / name
-        marker = d / "loop_done.json"
         settings = settings if settings is not None else (self.round0_settings if r == 0 else self.round_settings)
-        if done_stage(marker, settings, self.cfg.resume):
-            self.log(f"round {r} {name}: resumed (finished with these settings)")
-            return json.loads((d / "result.json").read_text())
-        d.mkdir(parents=True, exist_ok=True)
-        self.log(f"round {r} {name}: started")
-        t = time.monotonic()
-        result = fn(d)
-        (d / "result.json").write_text(json.dumps(result, indent=1, default=str))
-        mark_done(marker, settings)
-        self.log(f"round {r} {name}: done in {time.monotonic() - t:.0f}s")
-        return result
+        return run_stage(self.out / f"round_{r}" / name, "loop_done.json", settings, fn, self.cfg.resume, self.log,
+                         f"round {r} {name}", say_start=True)
 
     def endpoint(self, name: str, model: str) -> Any:
         """The endpoint of a server of ``model`` (started once; ``name`` is its served name)."""

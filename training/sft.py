@@ -195,6 +195,14 @@ def init_wandb(cfg: SFTRunConfig, out: Path):
                      is_main=int(os.environ.get("RANK", "0")) == 0)
 
 
+def cpu_sft_config(output_dir: str | Path, model: str | Path, **kw: Any) -> SFTRunConfig:
+    """An ``SFTRunConfig`` for a tiny model on CPU (the benches): fp32, no gradient accumulation, 5 warm-up steps,
+    512 tokens, a log every 25 steps, no W&B run (the dataclass defaults are GPU values); ``kw``: the rest."""
+    return SFTRunConfig(**{"wandb": WandbConfig(enabled=False), "output_dir": str(output_dir),
+                           "model": ModelConfig(name_or_path=str(model)), "warmup_steps": 5, "max_length": 512,
+                           "logging_steps": 25, "gradient_accumulation_steps": 1, "bf16": False, **kw})
+
+
 def sft_train(cfg: SFTRunConfig, trajs: Sequence, model_path: str | None = None, dataset: Any = None) -> Path:
     """Fine-tune on the gold verifications of ``trajs`` (or on ``dataset``: prompt-completion rows, e.g. the
     prover's gold proofs, ``bench/bench_prover.py``); returns ``output_dir/final``."""

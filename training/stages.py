@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,3 +51,22 @@ def mark_done(marker: Path, settings: Any) -> None:
     tmp = marker.with_suffix(".tmp")
     tmp.write_text(json.dumps(settings, indent=1, sort_keys=True))
     os.replace(tmp, marker)
+
+
+def run_stage(d: Path, marker: str, settings: Any, fn: Callable[[Path], Any], resume: bool,
+              log: Callable[[str], None], label: str, say_start: bool = False) -> Any:
+    """Stage ``fn(d)`` unless it finished in ``d`` with ``settings`` (then its ``d/result.json``, read back): the
+    result is kept in ``d/result.json``, the settings in ``d/<marker>`` (``mark_done``); ``log`` says
+    ``<label>: resumed ...`` or ``<label>: done in <s>s`` (and ``<label>: started`` with ``say_start``)."""
+    if done_stage(d / marker, settings, resume):
+        log(f"{label}: resumed (finished with these settings)")
+        return json.loads((d / "result.json").read_text())
+    d.mkdir(parents=True, exist_ok=True)
+    if say_start:
+        log(f"{label}: started")
+    t = time.monotonic()
+    result = fn(d)
+    (d / "result.json").write_text(json.dumps(result, indent=1, default=str))
+    mark_done(d / marker, settings)
+    log(f"{label}: done in {time.monotonic() - t:.0f}s")
+    return result

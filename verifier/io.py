@@ -235,3 +235,13 @@ def truncate_partial_last_line(path: str | os.PathLike) -> None:
             return
         cut = data.rfind(b"\n") + 1
         f.truncate(cut)
+
+
+def write_if_changed(path: Path, records) -> None:
+    """Write a JSONL atomically, and only when its content differs (a parallel worker may be reading it)."""
+    tmp = path.with_suffix(path.suffix + f".{os.getpid()}.tmp")
+    write_jsonl(tmp, records)
+    if path.is_file() and path.read_bytes() == tmp.read_bytes():
+        tmp.unlink()
+    else:
+        os.replace(tmp, path)

@@ -1,9 +1,9 @@
-"""The peer comparison of ``make bench-judge`` (section (f)): our judging client against inspect-ai on one server.
+"""The peer comparison of ``make bench-judge``: our judging client against inspect-ai on one server.
 
 Pure helpers (no inspect-ai import: the peer runs in ``.venv-peer`` as a subprocess, ``bench/peer_inspect.py``):
 the peer's completions are parsed with our one parser (``verifier.parser.parse_completion``) and aggregated with
 our 8-pass pessimism (``verifier.aggregate``), so both sides decide by the same rule; ``agreement`` compares the
-decisions; ``line_values`` are ``make bench-judge``'s contract line (the issue-41 keys appended at the end).
+decisions; ``line_values`` are ``make bench-judge``'s contract line (the peer keys appended at the end).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from verifier.parser import parse_completion
 from verifier.records import Verdict
 
 # inspect-ai's ``StopReason`` -> the OpenAI finish_reason our parser reads (a budget cut is ``length``)
+PEER_SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "peer_inspect.py"  # runs in the peer's venv
 STOP_REASONS = {"max_tokens": "length", "model_length": "length", "stop": "stop"}
 
 
@@ -79,7 +80,7 @@ def run_peer(python: str | Path, spec: Mapping[str, Any], work: Path, timeout_s:
     inp.write_text(json.dumps(spec))
     out.unlink(missing_ok=True)
     t0 = time.perf_counter()
-    proc = subprocess.run([str(python), str(Path(__file__).with_name("peer_inspect.py")), str(inp), str(out)],
+    proc = subprocess.run([str(python), str(PEER_SCRIPT), str(inp), str(out)],
                           capture_output=True, text=True, timeout=timeout_s)
     process_s = time.perf_counter() - t0
     if proc.returncode != 0 or not out.exists():
@@ -94,13 +95,13 @@ LINE_FORMATS = {"judge_vs_raw": ".3f", "judge_vs_naive": ".2f", "early_stop_toke
 
 
 def line_values(med: Mapping[str, float], vs_peer: float, peer_agreement: float) -> dict[str, float]:
-    """The values of ``make bench-judge``'s last line (``bench.common.last_line(..., formats=LINE_FORMATS)``): the
+    """The values of ``make bench-judge``'s last line (printed with ``formats=LINE_FORMATS``): the
     existing keys in their order, then ``vs_peer`` and ``peer_agreement``.
 
-    >>> from bench.common import key_values
-    >>> key_values(line_values({"judge_vs_raw": 0.95, "judge_vs_naive": 6.1, "early_stop_token_saving": 0.4,
-    ...                         "two_servers_vs_one": 1.2}, 1.7, 1.0), formats=LINE_FORMATS)
-    'judge_vs_raw=0.950 judge_vs_naive=6.10 early_stop_token_saving=0.400 two_servers_vs_one=1.20 vs_peer=1.70 peer_agreement=1.000'
+    >>> line_values({"judge_vs_raw": 0.95, "judge_vs_naive": 6.1, "early_stop_token_saving": 0.4,
+    ...              "two_servers_vs_one": 1.2, "other": 0.0}, 1.7, 1.0)  # doctest: +NORMALIZE_WHITESPACE
+    {'judge_vs_raw': 0.95, 'judge_vs_naive': 6.1, 'early_stop_token_saving': 0.4, 'two_servers_vs_one': 1.2,
+     'vs_peer': 1.7, 'peer_agreement': 1.0}
     """
     return {**{k: med[k] for k in ("judge_vs_raw", "judge_vs_naive", "early_stop_token_saving", "two_servers_vs_one")},
             "vs_peer": vs_peer, "peer_agreement": peer_agreement}

@@ -1,5 +1,5 @@
 """The report of `make bench-ladder`: Table 3's rows on held-out prover proofs, the pre-registered tests, the plot and
-the last line (``bench/bench_ladder.py``).
+the values of the last line (``bench/bench_ladder.py`` prints it).
 
 Rows 1-5 (base, rough_rl, meta_ver_rl, extra_ann, pos_aug) and extra_ann_random are scored per pass (each of the 8
 held-out passes as one verification: the paper's single-verification protocol, averaged); pess_ver is pos_aug's
@@ -16,15 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from bench.bench_learning import pooled_metrics
-from bench.common import last_line
-from bench.step_rule import step_rows
 from eval.metrics import COLUMNS, metric_deltas
+from eval.record_rows import METRICS, pooled_metrics, step_rows
 from eval.stats import BootstrapSpec
 from verifier.io import load_trajectories
 from verifier.judgment import load_judgments
 
-METRICS = ("rough.tpr", "rough.tnr", "rough.balanced_f1", "meta.tpr", "meta.tnr", "meta.balanced_f1")
 TABLE = ("base", "rough_rl", "meta_ver_rl", "extra_ann", "pos_aug", "pess_ver", "extra_ann_random")
 TESTS = {  # name: (row A, row B, metric): the section-5.4 claims, registered in reports/table3_prover_proofs.md
     "meta_vs_rough": ("meta_ver_rl", "rough_rl", "meta.balanced_f1"),
@@ -56,6 +53,8 @@ def row_counts(out: Path, gold, names: list[str]) -> dict[str, list[dict[str, np
 
 
 def report(out: Path, cfg: Any, names: list[str], cand: dict[str, Any]) -> dict[str, Any]:
+    """Write OUT/report.{json,md} and OUT/ladder.png, print the markdown; the report (``line_values`` of it: the
+    bench's last line)."""
     gold = load_trajectories(out / "grpo_data" / "data" / "held_out.jsonl").records
     runs = row_counts(out, gold, names)
     per = {r: [x["per_pass"] for x in v] for r, v in runs.items()}
@@ -83,7 +82,6 @@ def report(out: Path, cfg: Any, names: list[str], cand: dict[str, Any]) -> dict[
     (out / "report.md").write_text(md)
     plot(doc, out / "ladder.png")
     print(md)
-    last_line(line_values(doc))
     return doc
 
 
