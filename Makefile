@@ -109,9 +109,11 @@ diagnose-control: install
 	$(PY) bench/diagnose_control.py prover_sft_steps=2000 every=400 from_step=800 lrs=3e-5,1e-4 grpo_batch=128 grpo_steps=24
 
 # The loop's expert-free labels against exact truth (reports/autolabel_2026-12-07_against_truth.md): needs
-# `make bench-ladder`'s candidate pool and warm-start verifier under runs/bench_ladder (~15 min here).
+# `make bench-ladder`'s candidate pool and warm-start verifier under runs/bench_ladder. Part 1 measures the warm
+# start as verifier and meta-verifier (~12 min); part 2 first teaches it to meta-verify on half the problems (~20 min).
 diagnose-autolabel: install
 	$(PY) bench/diagnose_autolabel.py
+	$(PY) bench/diagnose_autolabel.py out=runs/diagnose_autolabel_meta meta_sft_steps=300 analyses_from=runs/diagnose_autolabel/autolabel/judgments.jsonl meta_max_tokens=96
 
 # Judgment browser (eval/browse.py): Debian's chromium for the headless-browser tests, and KaTeX
 # vendored from the npm registry (copied into every site at build time; never fetched at view time).

@@ -7,7 +7,9 @@ against it):
 1. ``expert``: ``rounds`` rounds of the loop with the simulated expert (the exact checker writing appendix-C
    annotations through the Label Studio export and ingest) as the annotator (``OUT/expert``);
 2. ``autolabel``: the same rounds with the expert-free labeller (``data_pipeline.autolabel``; ``OUT/autolabel``,
-   round 0 shared with the expert arm);
+   round 0 shared with the expert arm). A verifier that was never taught to meta-verify is refused at the first
+   ``annotate`` stage (``MetaVerifierSilent``): the arm is reported as refused with the reason and
+   ``autolabel_true_acc_final`` is ``nan`` (reports/autolabel_2026-12-07_against_truth.md);
 3. ``gold``: the positive control, prover GRPO from the same SFT prover with the exact checker as the reward
    (``prover.reward=gold``), as many steps as the loop's prover GRPO in all (``OUT/expert/gold``).
 
@@ -32,6 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import environment, last_line, set_options
+from data_pipeline.autolabel import MetaVerifierSilent
 from training.tiny_task import ProverBudget
 
 environment(wandb=True)
@@ -111,6 +114,9 @@ def markdown(cfg: BenchConfig, reports: dict[str, dict[str, Any]], gold: dict[st
              "| arm | true % r0 | true % final | gain [95% CI] | hacking % r0 | hacking % final | Meta BF1 final | "
              "false accepted % final |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for arm, rep in reports.items():
+        if "refused" in rep:
+            lines.append(f"| {arm} | refused: {rep['refused']} | | | | | | |")
+            continue
         r0, fin, g = rep["rounds"][0], rep["rounds"][-1], rep["true_gain"]
         ci = g.get("ci") or [None, None]
         lines.append(f"| {arm} | {_pct(r0['true_acc'])} | {_pct(fin['true_acc'])} | {_pct(g.get('delta'))} "
@@ -132,7 +138,11 @@ def main(argv: list[str] | None = None) -> None:
     reports = {}
     for arm in ("expert", "autolabel"):
         print(f"[bench-loop] arm {arm}", flush=True)
-        reports[arm] = Loop(loop_config(cfg, arm)).run()
+        try:
+            reports[arm] = Loop(loop_config(cfg, arm)).run()
+        except MetaVerifierSilent as e:  # a verifier never taught to meta-verify: no labels to train on
+            print(f"[bench-loop] arm {arm} refused: {e}", flush=True)
+            reports[arm] = {"refused": str(e), "rounds": [{}], "true_gain": {}}
     print("[bench-loop] arm gold (prover GRPO with the exact checker as reward)", flush=True)
     gold = Loop(loop_config(cfg, "expert")).gold_control()
     md = markdown(cfg, reports, gold, time.monotonic() - t0)

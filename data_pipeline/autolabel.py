@@ -344,6 +344,10 @@ def check_config(cfg: AutolabelConfig) -> None:
     cfg.judge.aggregation()  # judge.step_rule / policy checks
 
 
+class MetaVerifierSilent(InputError):
+    """The labeller's meta-verifier gives no grade for most of the probe's meta-verifications."""
+
+
 def check_meta_grades(rows: Iterable[Mapping[str, Any]], cfg: AutolabelConfig) -> dict[str, int]:
     """The meta-verifier must grade: of the meta-verifications in ``rows`` (the probe's first ``meta_probe``
     proofs), at most ``max_meta_failed`` may come back without a grade. Otherwise every rejecting analysis is
@@ -360,7 +364,7 @@ def check_meta_grades(rows: Iterable[Mapping[str, Any]], cfg: AutolabelConfig) -
     n, bad = c["meta-verifications"], c["no grade"]
     if n and bad > cfg.max_meta_failed * n:
         why = ", ".join(f"{k[7:]} {v}" for k, v in sorted(c.items()) if k.startswith("status:"))
-        raise InputError(f"autolabel: the meta-verifier {meta_name(cfg)!r} gave no grade for {bad} of {n} "
+        raise MetaVerifierSilent(f"autolabel: the meta-verifier {meta_name(cfg)!r} gave no grade for {bad} of {n} "
                          f"meta-verifications of the first {cfg.meta_probe} proofs ({why}), more than "
                          f"max_meta_failed={cfg.max_meta_failed}: it is not trained for meta.template="
                          f"{cfg.meta.template} or meta.max_tokens={cfg.meta.max_tokens} is too small; its labels "

@@ -237,6 +237,15 @@ def test_bench_last_line_has_the_contract_keys_in_order(capsys):
     assert [kv.split("=")[0] for kv in line.split()] == list(LAST_LINE_KEYS)
     assert line == ("rounds=2 true_acc_r0=0.1000 true_acc_final=0.2500 true_gain_ci_low=0.0200 gold_true_acc=0.4000 "
                     "hacking_r0=0.3000 hacking_final=0.1000 exploit_rate_final=0.0500 autolabel_true_acc_final=0.1100")
+    # a refused autolabel arm (a verifier never taught to meta-verify): nan, and its reason in the report
+    from bench.bench_loop import BenchConfig, markdown
+
+    refused = {"refused": "autolabel: the meta-verifier 'verifier' gave no grade", "rounds": [{}], "true_gain": {}}
+    line = last_line(*line_values(expert, refused, {"true_acc": 0.4}, rounds=2))
+    assert line.endswith("exploit_rate_final=0.0500 autolabel_true_acc_final=nan")
+    md = markdown(BenchConfig(), {"expert": expert | {"true_gain": {"delta": 0.15, "ci": [0.02, 0.3]}},
+                                  "autolabel": refused}, {"true_acc": 0.4, "n": 3}, 60.0)
+    assert "| autolabel | refused: autolabel: the meta-verifier 'verifier' gave no grade |" in md
 
 
 # ------------------------------------------------------------------ the user's command, with real vLLM servers
