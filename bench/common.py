@@ -47,16 +47,22 @@ def environment(wandb: bool = False, **extra: str) -> None:
 def set_options(cfg: Any, argv: list[str], tag: str, sort: bool = False) -> Any:
     """``key=value`` options onto the dataclass ``cfg`` (in place, returned); an unknown or ill-typed key is one
     clear error, ``TAG: unknown option ...; options: ...`` (the field names, ``sort``: in alphabetical order)."""
-    fields = [f.name for f in dataclasses.fields(cfg)]
+    types = {f.name: str(f.type) for f in dataclasses.fields(cfg)}
+    fields = list(types)
     for a in argv:
         k, eq, v = a.partition("=")
         if not eq or k not in fields:
             raise SystemExit(f"{tag}: unknown option {a!r}; options: {', '.join(sorted(fields) if sort else fields)}")
         cur = getattr(cfg, k)
+        if "None" in types[k] and v.lower() in ("null", "none", ""):  # an optional key: null
+            setattr(cfg, k, None)
+            continue
+        kind = type(cur) if cur is not None else int if types[k].startswith("int") else \
+            float if types[k].startswith("float") else str  # an optional key set from null: its annotation
         try:
-            setattr(cfg, k, v.lower() in ("1", "true", "yes") if isinstance(cur, bool) else type(cur)(v))
+            setattr(cfg, k, v.lower() in ("1", "true", "yes") if kind is bool else kind(v))
         except ValueError:
-            raise SystemExit(f"{tag}: option {k}={v!r}: expected {type(cur).__name__}") from None
+            raise SystemExit(f"{tag}: option {k}={v!r}: expected {kind.__name__}") from None
     return cfg
 
 

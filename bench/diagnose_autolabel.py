@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import environment, last_line
+from bench.common import environment, last_line, set_options
 
 environment()
 
@@ -91,16 +91,8 @@ class DiagnoseAutolabelConfig:
 
 
 def parse(argv: list[str]) -> DiagnoseAutolabelConfig:
-    """``key=value`` options over the dataclass's defaults (OmegaConf, typed); a bad one is one line, exit 2."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    try:
-        cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(DiagnoseAutolabelConfig),
-                                                  OmegaConf.from_dotlist(argv)))
-    except (OmegaConfBaseException, ValueError) as e:
-        raise SystemExit(f"diagnose-autolabel: {str(e).splitlines()[0]} (options: key=value, "
-                         f"fields of DiagnoseAutolabelConfig)") from None
+    """``key=value`` options over the dataclass's defaults (``bench.common.set_options``); a bad one is one line."""
+    cfg = set_options(DiagnoseAutolabelConfig(), argv, "diagnose-autolabel")
     if not 1 <= cfg.k <= cfg.n or cfg.m < 1:
         raise SystemExit(f"diagnose-autolabel: need 1 <= k <= n and m >= 1, got n={cfg.n} m={cfg.m} k={cfg.k}")
     if cfg.meta_sft_steps > 0 and (cfg.base_url or not cfg.analyses_from or not 0 < cfg.meta_train_fraction < 1):
