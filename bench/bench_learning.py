@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import Clock, done_stage, environment, last_line, mark_done, run_workers, settings_of, torch_threads
+from bench.common import (Clock, done_stage, environment, last_line, mark_done, run_workers, set_options, settings_of,
+                          torch_threads)
 
 environment(wandb=True)
 
@@ -118,13 +119,7 @@ class BenchConfig:
 
 
 def _overrides(argv: list[str], cfg: BenchConfig) -> BenchConfig:
-    types = {f.name: f.type for f in dataclasses.fields(cfg)}
-    for a in argv:
-        k, _, v = a.partition("=")
-        if k not in types:
-            raise SystemExit(f"unknown option {k!r}; options: {', '.join(types)}")
-        cur = getattr(cfg, k)
-        setattr(cfg, k, v.lower() in ("1", "true", "yes") if isinstance(cur, bool) else type(cur)(v))
+    set_options(cfg, argv, "bench-learning")
     if len(cfg.seeds.split(",")) < 1 or cfg.eval_passes < 1 or cfg.grpo_batch % cfg.num_generations:
         raise SystemExit("seeds needs at least one seed, eval_passes >= 1, grpo_batch a multiple of num_generations")
     if not 0.0 <= cfg.sft_valid_fraction <= 1.0:

@@ -15,27 +15,34 @@ Last line, exactly: ``reward_speedup_vs_sequential=<sequential time / our time>`
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import environment, last_line
+from bench.common import environment, last_line, set_options
 
 environment()
 
 GRADE_REGEX = r"<final_answer>\ngrade: (EXACT_MATCH|BASIC_MATCH|POOR_MATCH|WRONG_POLARITY)\n</final_answer>"
 
 
+@dataclass
+class RewardBenchConfig:
+    """Options of ``bench/bench_reward.py``."""
+
+    repeats: int = 3
+    judge_max_tokens: int = 48
+    batch: int = 32
+    generations: int = 4
+
+
 def main(argv: list[str] | None = None) -> None:
-    opts = {"repeats": 3, "judge_max_tokens": 48, "batch": 32, "generations": 4}
-    for a in (sys.argv[1:] if argv is None else argv):
-        k, _, v = a.partition("=")
-        if k not in opts:
-            raise SystemExit(f"unknown option {k!r}; options: {', '.join(opts)}")
-        opts[k] = int(v)
+    opts = dataclasses.asdict(set_options(RewardBenchConfig(), sys.argv[1:] if argv is None else argv, "bench-reward"))
     from data_pipeline.synthetic_recipes import grpo_step_batch
     from training.rewards import MetaReward
     from verifier.config import EndpointConfig

@@ -52,7 +52,7 @@ def set_options(cfg: Any, argv: list[str], tag: str, sort: bool = False) -> Any:
     for a in argv:
         k, eq, v = a.partition("=")
         if not eq or k not in fields:
-            raise SystemExit(f"{tag}: unknown option {a!r}; options: {', '.join(sorted(fields) if sort else fields)}")
+            raise SystemExit(f"{tag}: unknown option {k!r}; options: {', '.join(sorted(fields) if sort else fields)}")
         cur = getattr(cfg, k)
         if "None" in types[k] and v.lower() in ("null", "none", ""):  # an optional key: null
             setattr(cfg, k, None)
@@ -208,18 +208,7 @@ PROVER_ARMS = {"pass1": ("verifier", 1, "pessimistic"), "mean8": ("verifier", 8,
 def prover_options(argv: list[str], cfg: ProverHackingConfig) -> ProverHackingConfig:
     """``key=value`` options onto ``cfg``; an unknown or ill-typed key, or a bad arm, seed list or pool size, is one
     clear error."""
-    kw: dict[str, Any] = {}
-    fields = {f.name: f for f in dataclasses.fields(cfg)}
-    for a in argv:
-        k, _, v = a.partition("=")
-        if k not in fields:
-            raise SystemExit(f"unknown option {k!r}; known: {', '.join(fields)}")
-        typ = type(getattr(cfg, k))
-        try:
-            kw[k] = typ(v) if typ is not bool else v.lower() in ("1", "true", "yes")
-        except ValueError:
-            raise SystemExit(f"option {k}={v!r}: expected {typ.__name__}") from None
-    cfg = dataclasses.replace(cfg, **kw)
+    cfg = set_options(dataclasses.replace(cfg), argv, "bench-prover")
     bad = [a for a in cfg.arms.split(",") if a not in PROVER_ARMS]
     if bad or ("pess8" not in cfg.arms.split(",") and cfg.arms != "gold"):
         raise SystemExit(f"arms: a subset of {list(PROVER_ARMS)} that includes pess8, or gold alone (the positive control; "
