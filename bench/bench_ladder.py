@@ -45,7 +45,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import (Servers, done_stage, environment, last_line, mark_done, run_workers, set_options,
                           settings_of)
-from training.ladder import ROW_DATA, disjoint_problems, row_config
+from training.ladder import ROW_DATA, row_config
+from training.prover_reward import disjoint_problems
 from training.stages import run_stage
 
 environment(wandb=True)

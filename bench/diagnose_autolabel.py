@@ -98,7 +98,8 @@ def parse(argv: list[str]) -> DiagnoseAutolabelConfig:
     if cfg.meta_sft_steps > 0 and (cfg.base_url or not cfg.analyses_from or not 0 < cfg.meta_train_fraction < 1):
         raise SystemExit("diagnose-autolabel: meta_sft_steps>0 needs analyses_from=JUDGMENTS, no base_url, and "
                          f"0 < meta_train_fraction < 1 (got {cfg.meta_train_fraction})")
-    for key in ("proofs", "queue", "analyses_from", "replay_from") + (() if cfg.base_url else ("verifier",)):
+    meta = ("analyses_from", "replay_from") if cfg.meta_sft_steps > 0 else ()  # read only by the meta SFT
+    for key in ("proofs", "queue", *meta) + (() if cfg.base_url else ("verifier",)):
         if getattr(cfg, key) and not Path(getattr(cfg, key)).exists():
             raise SystemExit(f"diagnose-autolabel: {key}={getattr(cfg, key)} does not exist")
     return cfg

@@ -20,8 +20,8 @@
 
 A broken rule raises :class:`LadderConfigError` (a ``verifier.errors.InputError``: one message, exit code 2).
 
-At CPU scale (``make bench-ladder``): ``disjoint_problems``, the synthetic problem sets of the ladder, and
-``row_config``, one run of the ladder: its row's data and reward, the same GRPO budget for every row.
+At CPU scale (``make bench-ladder``): ``row_config``, one run of the ladder: its row's data and reward, the same
+GRPO budget for every row.
 """
 
 from __future__ import annotations
@@ -231,21 +231,6 @@ def prepare(cfg: Any, files: Callable[[Any], list[tuple[str, str]]] = data_files
 ROW_DATA = {"rough_rl": ("data", "base", {"rough": 1.0, "meta": 0.0}), "meta_ver_rl": ("data", "base", {"meta": 1.0}),
             "extra_ann": ("data", "extra_ann", {"meta": 1.0}), "pos_aug": ("data", "pos_aug", {"meta": 1.0}),
             "extra_ann_random": ("data_random", "extra_ann", {"meta": 1.0})}
-
-
-def disjoint_problems(task: dict[str, Any], seed: int, n_sft: int, n_pool: int, n_held: int
-                      ) -> tuple[list[Any], list[Any], list[Any]]:
-    """Synthetic problems: the prover's SFT (seed+1), the annotation pool (seed+2, at most ``n_pool``), held-out
-    (seed+3, at most ``n_held``), disjoint by text (a held-out problem is in no training set: the one leak check)."""
-    from training.prover_reward import synthetic_problems
-
-    sft = synthetic_problems(n_sft, seed + 1, **task)
-    pool = synthetic_problems(n_pool * 10, seed + 2, **task)
-    held = synthetic_problems(n_held * 20, seed + 3, **task)
-    seen = {p.problem for p in sft}
-    pool = [p for p in pool if p.problem not in seen][:n_pool]
-    seen |= {p.problem for p in pool}
-    return sft, pool, [p for p in held if p.problem not in seen][:n_held]
 
 
 def row_config(cfg: Any, rows_dir: Path, data_dir: Path, name: str, warm: str) -> Any:

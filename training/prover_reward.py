@@ -648,3 +648,16 @@ def evaluate_prover(cfg: ProverRLConfig, ev: Any, out: Any, problems: Sequence[A
     doc["heldout"] = {"dir": str(d), "model": str(model_dir), "problems": len(problems)}
     doc["label"] = label
     return doc
+
+
+def disjoint_problems(task: dict[str, Any], seed: int, n_sft: int, n_pool: int, n_held: int
+                      ) -> tuple[list[Any], list[Any], list[Any]]:
+    """Synthetic problems: the prover's SFT (seed+1), the annotation pool (seed+2, at most ``n_pool``), held-out
+    (seed+3, at most ``n_held``), disjoint by text (a held-out problem is in no training set: the one leak check)."""
+    sft = synthetic_problems(n_sft, seed + 1, **task)
+    pool = synthetic_problems(n_pool * 10, seed + 2, **task)
+    held = synthetic_problems(n_held * 20, seed + 3, **task)
+    seen = {p.problem for p in sft}
+    pool = [p for p in pool if p.problem not in seen][:n_pool]
+    seen |= {p.problem for p in pool}
+    return sft, pool, [p for p in held if p.problem not in seen][:n_held]
