@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     from data_pipeline.synthetic_check import gold_proof, proof_text
     from training.config import DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings
     from training.grpo import run
-    from training.prover_reward import ProverRLConfig, problem_rows, synthetic_problems
+    from training.prover_reward import ProverRLConfig, problem_rows
     from training.sft import SFTRunConfig, sft_train
     from verifier.results import WandbConfig  # bench runs log no W&B (SFT's default: on)
     from verifier.judging import JudgeConfig
@@ -67,16 +67,10 @@ def main(argv: list[str] | None = None) -> None:
                                       num_layers=cfg.num_layers, intermediate_size=cfg.intermediate_size))
     tick("build model", t0)
 
-    # problems: prover SFT (seed+1), GRPO (seed+2), held-out (seed+3); held-out problems occur in no training set
-    sft_problems = synthetic_problems(cfg.n_prover_sft, cfg.seed + 1, **task)
-    grpo_problems = synthetic_problems(cfg.n_grpo, cfg.seed + 2, **task)
-    seen = {p.problem for p in sft_problems + grpo_problems}
-    held_all = synthetic_problems(cfg.n_eval * 4, cfg.seed + 3, **task)
-    held = [p for p in held_all if p.problem not in seen][: cfg.n_eval]
-    grpo_problems = [p for p in grpo_problems if p.problem not in {q.problem for q in sft_problems}]
+    sft_problems, grpo_problems, held, n_candidates = problem_sets(cfg, task)
     print(f"[bench-prover] problems: {len(sft_problems)} prover SFT, {len(grpo_problems)} GRPO, {len(held)} held-out "
-          f"({len(held_all) - len(held)} held-out candidates dropped or unused; the task has few distinct problems)",
-          flush=True)
+          f"({cfg.held_out_skip} skipped, {n_candidates - len(held) - cfg.held_out_skip} held-out candidates dropped "
+          "or unused; the task has few distinct problems)", flush=True)
     if len(held) < 20:
         raise SystemExit(f"only {len(held)} held-out problems: raise max_operand or n_eval")
     from verifier.io import write_jsonl
@@ -163,6 +157,23 @@ def line_values(report: dict[str, Any]) -> dict[str, float | None]:
     return {"true_acc_before": b["true_acc"], "true_acc_after": a.get("true_acc"), "accept_after": a.get("accept"),
             "hacking_rate": a.get("hacking_rate"), "gold_reward_true_acc_after": g["true_acc"] if g else None,
             "refine_gain": a.get("refine_gain")}
+
+
+
+def problem_sets(cfg: ProverHackingConfig, task: dict[str, Any]) -> tuple[list[Any], list[Any], list[Any], int]:
+    """(prover SFT, GRPO, held-out problems, held-out candidates drawn): SFT from seed+1, GRPO from seed+2 without
+    the SFT problems, held-out from seed+3 in no training set, after skipping the first ``held_out_skip`` (a fresh
+    held-out set beside the one an earlier registered run read; the candidate stream is the same, so the sets are
+    disjoint)."""
+    from training.prover_reward import synthetic_problems
+
+    sft = synthetic_problems(cfg.n_prover_sft, cfg.seed + 1, **task)
+    grpo = synthetic_problems(cfg.n_grpo, cfg.seed + 2, **task)
+    seen = {p.problem for p in sft + grpo}
+    candidates = synthetic_problems((cfg.n_eval + cfg.held_out_skip) * 4, cfg.seed + 3, **task)
+    held = [p for p in candidates if p.problem not in seen][cfg.held_out_skip: cfg.held_out_skip + cfg.n_eval]
+    sft_text = {q.problem for q in sft}
+    return sft, [p for p in grpo if p.problem not in sft_text], held, len(candidates)
 
 
 def _arms(cfg: ProverHackingConfig, out: Path, prover_sft: Path, eps, grpo_problems, held, tick, t_start, timings, api):

@@ -165,6 +165,8 @@ class ProverHackingConfig(ProverBudget):
     subjects: str = "arithmetic"
     n_grpo: int = 256  # GRPO problems (fresh)
     n_eval: int = 60  # held-out problems asked for (disjoint from every training set; 45 remain with these knobs)
+    # skip the first N held-out problems (those an earlier registered run has read); the candidates drawn grow with it
+    held_out_skip: int = 0
     # prover SFT: a 2000-step schedule, the warm start its checkpoint 1200: the most GRPO groups with a mixed gold
     # reward (31/48 dev problems; 43.5% true at T 0.5; 12/48 at step 800, 11/48 at 1600; make diagnose-control,
     # reports/prover_2026-12-06_positive_control.md)
