@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import (Servers, done_stage, environment, last_line, mark_done, run_workers, set_options,
-                          settings_of)
+from bench.common import (InputError, Servers, done_stage, environment, last_line, mark_done, run_command, run_workers,
+                          set_options, settings_of)
 from training.ladder import ROW_DATA, row_config
 from training.prover_reward import disjoint_problems
 from training.stages import run_stage
@@ -111,16 +111,16 @@ class LadderConfig(TinyTask):
 
 def parse_options(argv: list[str]) -> LadderConfig:
     """``key=value`` options onto ``LadderConfig``; an unknown or ill-typed key is one clear error."""
-    cfg = set_options(LadderConfig(), argv, "bench-ladder")
+    cfg = set_options(LadderConfig(), argv)
     if cfg.until not in STAGES:
-        raise SystemExit(f"bench-ladder: until={cfg.until!r}: use one of {', '.join(STAGES)}")
+        raise InputError(f"until={cfg.until!r}: use one of {', '.join(STAGES)}")
     if cfg.repair_check not in ("exact", "verifiers"):
-        raise SystemExit(f"bench-ladder: repair_check={cfg.repair_check!r}: use exact or verifiers")
+        raise InputError(f"repair_check={cfg.repair_check!r}: use exact or verifiers")
     if cfg.repairer_sft_steps < 0:
-        raise SystemExit(f"bench-ladder: repairer_sft_steps={cfg.repairer_sft_steps}: use 0 (the strongest generator "
+        raise InputError(f"repairer_sft_steps={cfg.repairer_sft_steps}: use 0 (the strongest generator "
                          "repairs as is) or a number of SFT steps")
     if cfg.grpo_batch % cfg.num_generations or cfg.budget < 1 or cfg.eval_passes < 1:
-        raise SystemExit("bench-ladder: grpo_batch must be a multiple of num_generations; budget, eval_passes >= 1")
+        raise InputError("grpo_batch must be a multiple of num_generations; budget, eval_passes >= 1")
     return cfg
 
 
@@ -146,7 +146,7 @@ class Bench:
             return run_stage(self.out / name, "bench_done.json", json.loads(json.dumps(settings, default=str)), fn,
                              self.cfg.resume, self.log, name)
         except UserError as e:
-            raise SystemExit(f"bench-ladder: stage {name}: {e}") from None
+            raise InputError(f"stage {name}: {e.cli_message()}") from None
 
     # ------------------------------------------------------------------ stages
     def problems(self) -> dict[str, list[Any]]:
@@ -156,7 +156,7 @@ class Bench:
         sft, pool, held = disjoint_problems({k: v for k, v in task(cfg).items() if k != "problem_id_from_text"},
                                             cfg.seed, cfg.n_prover_sft, cfg.n_pool_problems, cfg.n_heldout_problems)
         if len(held) < cfg.n_heldout_problems or len(pool) < cfg.n_pool_problems:
-            raise SystemExit(f"bench-ladder: only {len(pool)} pool and {len(held)} held-out problems outside the "
+            raise InputError(f"only {len(pool)} pool and {len(held)} held-out problems outside the "
                              "training sets: lower n_pool_problems / n_heldout_problems or raise max_operand")
         return {"sft": sft, "pool": pool, "held": held}
 
@@ -183,7 +183,7 @@ class Bench:
         out = {}
         for s in self.cfg.prover_ckpts.split(","):
             if s.strip() not in checkpoints:
-                raise SystemExit(f"bench-ladder: prover_ckpts={self.cfg.prover_ckpts}: no checkpoint at step {s} "
+                raise InputError(f"prover_ckpts={self.cfg.prover_ckpts}: no checkpoint at step {s} "
                                  f"(saved: {', '.join(checkpoints)})")
             out[f"prover{s.strip()}"] = checkpoints[s.strip()]
         return out
@@ -294,7 +294,7 @@ class Bench:
         pool = generate_synthetic(cfg.n_grpo * 8, seed=cfg.seed + 5, **{**task(cfg), **recipes.PLANTED_ERRORS})
         base = [t for t in pool if taken.shared(t) is None][: cfg.n_grpo]
         if len(base) < cfg.n_grpo:
-            raise SystemExit(f"bench-ladder: only {len(base)} base GRPO records on fresh problems")
+            raise InputError(f"only {len(base)} base GRPO records on fresh problems")
         return recipes.grpo_variants(d, held, base, {"data": sel_dir / "uncertainty" / "ingested",
                                                      "data_random": sel_dir / "random" / "ingested"},
                                      aug_dir / "positives.jsonl", cfg.seed)
@@ -393,4 +393,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command("bench-ladder", main)

@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import (Clock, done_stage, environment, last_line, mark_done, run_workers, set_options, settings_of,
-                          torch_threads)
+from bench.common import (Clock, InputError, done_stage, environment, last_line, mark_done, run_command, run_workers,
+                          set_options, settings_of, torch_threads)
 
 environment(wandb=True)
 
@@ -119,11 +119,11 @@ class BenchConfig:
 
 
 def _overrides(argv: list[str], cfg: BenchConfig) -> BenchConfig:
-    set_options(cfg, argv, "bench-learning")
+    set_options(cfg, argv)
     if len(cfg.seeds.split(",")) < 1 or cfg.eval_passes < 1 or cfg.grpo_batch % cfg.num_generations:
-        raise SystemExit("seeds needs at least one seed, eval_passes >= 1, grpo_batch a multiple of num_generations")
+        raise InputError("seeds needs at least one seed, eval_passes >= 1, grpo_batch a multiple of num_generations")
     if not 0.0 <= cfg.sft_valid_fraction <= 1.0:
-        raise SystemExit(f"sft_valid_fraction={cfg.sft_valid_fraction}: a fraction in [0, 1]")
+        raise InputError(f"sft_valid_fraction={cfg.sft_valid_fraction}: a fraction in [0, 1]")
     return cfg
 
 
@@ -251,10 +251,10 @@ def main(argv: list[str] | None = None) -> None:
     if cfg.suite:
         return run_suite(argv, cfg)
     if any(a.startswith("localisation.") for a in argv):
-        raise SystemExit("localisation.KEY=VALUE options are for suite=true")
+        raise InputError("localisation.KEY=VALUE options are for suite=true")
     chosen = {a for a in cfg.arms.split(",") if a}  # empty (report=false): the warm start and its evaluation only
     if not chosen <= set(ARMS) or (cfg.report and chosen != set(ARMS)):
-        raise SystemExit(f"arms={cfg.arms}: use a subset of {','.join(ARMS)} (all of them unless report=false; "
+        raise InputError(f"arms={cfg.arms}: use a subset of {','.join(ARMS)} (all of them unless report=false; "
                          "none, `arms=`, for the warm start alone)")
     torch_threads()
     from eval.stats import BootstrapSpec
@@ -275,10 +275,10 @@ def main(argv: list[str] | None = None) -> None:
 
     t0 = time.monotonic()
     if cfg.init_from and cfg.sft_from:
-        raise SystemExit("init_from (a finished warm start, no SFT) and sft_from (SFT starts from it) exclude each other")
+        raise InputError("init_from (a finished warm start, no SFT) and sft_from (SFT starts from it) exclude each other")
     start = cfg.init_from or cfg.sft_from
     if start and not (Path(start) / "config.json").is_file():
-        raise SystemExit(f"{'init_from' if cfg.init_from else 'sft_from'}={start}: not a model folder (no config.json)")
+        raise InputError(f"{'init_from' if cfg.init_from else 'sft_from'}={start}: not a model folder (no config.json)")
     model_dir = Path(start) if start else build(TinyModelConfig(out=str(out / "model"), seed=cfg.seed,
                                                                 hidden_size=cfg.hidden_size, num_layers=cfg.num_layers,
                                                                 num_heads=cfg.num_heads, num_kv_heads=cfg.num_kv_heads,
@@ -384,4 +384,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command("bench-learning", main)

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import environment, last_line, set_options
+from bench.common import InputError, environment, last_line, run_command, set_options
 from data_pipeline.autolabel import MetaVerifierSilent
 from training.tiny_task import ProverBudget
 
@@ -70,9 +70,9 @@ class BenchConfig(ProverBudget):
 
 def parse_options(argv: list[str]) -> BenchConfig:
     """``key=value`` options onto ``BenchConfig``; an unknown or ill-typed key is one clear error."""
-    cfg = set_options(BenchConfig(), argv, "bench-loop", sort=True)
+    cfg = set_options(BenchConfig(), argv, sort=True)
     if cfg.rounds < 1:
-        raise SystemExit(f"bench-loop: rounds={cfg.rounds}: at least 1")
+        raise InputError(f"rounds={cfg.rounds}: at least 1")
     return cfg
 
 
@@ -152,4 +152,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command("bench-loop", main)

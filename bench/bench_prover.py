@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import (PROVER_ARMS, Clock, ProverHackingConfig, Servers, environment, last_line, prover_options,
-                          torch_threads)
+from bench.common import (Clock, InputError, PROVER_ARMS, ProverHackingConfig, Servers, environment, last_line,
+                          prover_options, run_command, torch_threads)
 
 environment(wandb=True)
 
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
           f"({cfg.held_out_skip} skipped, {n_candidates - len(held) - cfg.held_out_skip} held-out candidates dropped "
           "or unused; the task has few distinct problems)", flush=True)
     if len(held) < 20:
-        raise SystemExit(f"only {len(held)} held-out problems: raise max_operand or n_eval")
+        raise InputError(f"only {len(held)} held-out problems: raise max_operand or n_eval")
     from verifier.io import write_jsonl
 
     write_jsonl(out / "grpo_problems.jsonl", [dataclasses.asdict(p) for p in grpo_problems])
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     if cfg.prover:
         prover_sft = Path(cfg.prover)
         if not (prover_sft / "config.json").is_file():
-            raise SystemExit(f"prover={cfg.prover}: not a model folder (no config.json)")
+            raise InputError(f"prover={cfg.prover}: not a model folder (no config.json)")
     rows = [] if cfg.prover else problem_rows(sft_problems)
     for r, p in zip(rows, sft_problems):
         r["completion"] = [{"role": "assistant", "content": proof_text(gold_proof(p.problem))}]
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     if cfg.verifier:
         verifier_dir = Path(cfg.verifier)
         if not (verifier_dir / "config.json").is_file():
-            raise SystemExit(f"verifier={cfg.verifier}: not a model folder (no config.json)")
+            raise InputError(f"verifier={cfg.verifier}: not a model folder (no config.json)")
     else:
         verifier_dir = verifier_sft("verifier_sft", model_dir, cfg.seed)
         tick("verifier SFT", t0)
@@ -354,4 +354,4 @@ def _plot(report: dict[str, Any], path: Path) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command("bench-prover", main)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import environment, last_line, set_options
+from bench.common import environment, last_line, run_command, set_options
 
 environment()
 
@@ -42,7 +42,7 @@ class RewardBenchConfig:
 
 
 def main(argv: list[str] | None = None) -> None:
-    opts = dataclasses.asdict(set_options(RewardBenchConfig(), sys.argv[1:] if argv is None else argv, "bench-reward"))
+    opts = dataclasses.asdict(set_options(RewardBenchConfig(), sys.argv[1:] if argv is None else argv))
     from data_pipeline.synthetic_recipes import grpo_step_batch
     from training.rewards import MetaReward
     from verifier.config import EndpointConfig
@@ -106,4 +106,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command("bench-reward", main)

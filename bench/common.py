@@ -31,6 +31,10 @@ from typing import Any
 from training.stages import done_stage, mark_done, settings_of  # noqa: F401
 from training.tiny_task import ProverBudget
 
+# a bad option or input is one line and exit code 2, as in every command of the project: a bench raises InputError and
+# its ``__main__`` runs ``run_command(PROG, main)`` (re-exported for the benches); a failed run keeps exit code 1
+from verifier.errors import InputError, run_command  # noqa: F401
+
 REPO = Path(__file__).resolve().parents[1]
 
 ENVIRONMENT = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
@@ -44,15 +48,15 @@ def environment(wandb: bool = False, **extra: str) -> None:
         os.environ.setdefault(name, value)
 
 
-def set_options(cfg: Any, argv: list[str], tag: str, sort: bool = False) -> Any:
+def set_options(cfg: Any, argv: list[str], sort: bool = False) -> Any:
     """``key=value`` options onto the dataclass ``cfg`` (in place, returned); an unknown or ill-typed key is one
-    clear error, ``TAG: unknown option ...; options: ...`` (the field names, ``sort``: in alphabetical order)."""
+    ``InputError``, ``unknown option ...; options: ...`` (the field names, ``sort``: in alphabetical order)."""
     types = {f.name: str(f.type) for f in dataclasses.fields(cfg)}
     fields = list(types)
     for a in argv:
         k, eq, v = a.partition("=")
         if not eq or k not in fields:
-            raise SystemExit(f"{tag}: unknown option {k!r}; options: {', '.join(sorted(fields) if sort else fields)}")
+            raise InputError(f"unknown option {k!r}; options: {', '.join(sorted(fields) if sort else fields)}")
         cur = getattr(cfg, k)
         if "None" in types[k] and v.lower() in ("null", "none", ""):  # an optional key: null
             setattr(cfg, k, None)
@@ -62,7 +66,7 @@ def set_options(cfg: Any, argv: list[str], tag: str, sort: bool = False) -> Any:
         try:
             setattr(cfg, k, v.lower() in ("1", "true", "yes") if kind is bool else kind(v))
         except ValueError:
-            raise SystemExit(f"{tag}: option {k}={v!r}: expected {kind.__name__}") from None
+            raise InputError(f"option {k}={v!r}: expected {kind.__name__}") from None
     return cfg
 
 
@@ -210,20 +214,20 @@ PROVER_ARMS = {"pass1": ("verifier", 1, "pessimistic"), "mean8": ("verifier", 8,
 def prover_options(argv: list[str], cfg: ProverHackingConfig) -> ProverHackingConfig:
     """``key=value`` options onto ``cfg``; an unknown or ill-typed key, or a bad arm, seed list or pool size, is one
     clear error."""
-    cfg = set_options(dataclasses.replace(cfg), argv, "bench-prover")
+    cfg = set_options(dataclasses.replace(cfg), argv)
     bad = [a for a in cfg.arms.split(",") if a not in PROVER_ARMS]
     if bad or ("pess8" not in cfg.arms.split(",") and cfg.arms != "gold"):
-        raise SystemExit(f"arms: a subset of {list(PROVER_ARMS)} that includes pess8, or gold alone (the positive control; "
+        raise InputError(f"arms: a subset of {list(PROVER_ARMS)} that includes pess8, or gold alone (the positive control; "
                          f"the pess8 keys print nan) (got {cfg.arms!r})")
     try:
         seeds = [int(x) for x in cfg.gold_seeds.split(",")]
     except ValueError:
-        raise SystemExit(f"gold_seeds: integers separated by commas (got {cfg.gold_seeds!r})") from None
+        raise InputError(f"gold_seeds: integers separated by commas (got {cfg.gold_seeds!r})") from None
     if "pool" in cfg.arms.split(",") and (cfg.pool_size < 2 or cfg.eval_passes % cfg.pool_size):
-        raise SystemExit(f"pool_size: at least 2 and a divisor of eval_passes={cfg.eval_passes} (got {cfg.pool_size})")
+        raise InputError(f"pool_size: at least 2 and a divisor of eval_passes={cfg.eval_passes} (got {cfg.pool_size})")
     if not 0 <= cfg.prover_sft_checkpoint <= cfg.prover_sft_steps:
-        raise SystemExit(f"prover_sft_checkpoint: 0 (the final weights) or a step <= prover_sft_steps "
+        raise InputError(f"prover_sft_checkpoint: 0 (the final weights) or a step <= prover_sft_steps "
                          f"(got {cfg.prover_sft_checkpoint})")
     if len(set(seeds)) != len(seeds) or cfg.eval_proofs < 1:
-        raise SystemExit(f"gold_seeds: distinct seeds; eval_proofs >= 1 (got {cfg.gold_seeds!r}, {cfg.eval_proofs})")
+        raise InputError(f"gold_seeds: distinct seeds; eval_proofs >= 1 (got {cfg.gold_seeds!r}, {cfg.eval_proofs})")
     return cfg

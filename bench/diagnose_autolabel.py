@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import environment, last_line, set_options
+from bench.common import InputError, environment, last_line, run_command, set_options
 
 environment()
 
@@ -92,16 +92,16 @@ class DiagnoseAutolabelConfig:
 
 def parse(argv: list[str]) -> DiagnoseAutolabelConfig:
     """``key=value`` options over the dataclass's defaults (``bench.common.set_options``); a bad one is one line."""
-    cfg = set_options(DiagnoseAutolabelConfig(), argv, "diagnose-autolabel")
+    cfg = set_options(DiagnoseAutolabelConfig(), argv)
     if not 1 <= cfg.k <= cfg.n or cfg.m < 1:
-        raise SystemExit(f"diagnose-autolabel: need 1 <= k <= n and m >= 1, got n={cfg.n} m={cfg.m} k={cfg.k}")
+        raise InputError(f"need 1 <= k <= n and m >= 1, got n={cfg.n} m={cfg.m} k={cfg.k}")
     if cfg.meta_sft_steps > 0 and (cfg.base_url or not cfg.analyses_from or not 0 < cfg.meta_train_fraction < 1):
-        raise SystemExit("diagnose-autolabel: meta_sft_steps>0 needs analyses_from=JUDGMENTS, no base_url, and "
+        raise InputError("meta_sft_steps>0 needs analyses_from=JUDGMENTS, no base_url, and "
                          f"0 < meta_train_fraction < 1 (got {cfg.meta_train_fraction})")
     meta = ("analyses_from", "replay_from") if cfg.meta_sft_steps > 0 else ()  # read only by the meta SFT
     for key in ("proofs", "queue", *meta) + (() if cfg.base_url else ("verifier",)):
         if getattr(cfg, key) and not Path(getattr(cfg, key)).exists():
-            raise SystemExit(f"diagnose-autolabel: {key}={getattr(cfg, key)} does not exist")
+            raise InputError(f"{key}={getattr(cfg, key)} does not exist")
     return cfg
 
 
@@ -333,4 +333,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_command("diagnose-autolabel", lambda: main(sys.argv[1:]))

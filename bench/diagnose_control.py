@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import ProverHackingConfig, environment, last_line, prover_options
+from bench.common import InputError, ProverHackingConfig, environment, last_line, prover_options, run_command
 
 environment(wandb=True)
 
@@ -58,9 +58,9 @@ def parse(argv: list[str]) -> tuple[ProverHackingConfig, dict[str, str]]:
         every, n, frm, lrs = int(own["every"]), int(own["n_problems"]), int(own["from_step"]), own["lrs"].split(",")
         [float(x) for x in lrs]
     except ValueError as e:
-        raise SystemExit(f"every / n_problems / from_step: integers, lrs: numbers separated by commas ({e})") from None
+        raise InputError(f"every / n_problems / from_step: integers, lrs: numbers separated by commas ({e})") from None
     if every < 1 or n < 8 or not 0 < frm <= cfg.prover_sft_steps:
-        raise SystemExit(f"every >= 1, n_problems >= 8, 0 < from_step <= prover_sft_steps (got {every}, {n}, {frm})")
+        raise InputError(f"every >= 1, n_problems >= 8, 0 < from_step <= prover_sft_steps (got {every}, {n}, {frm})")
     return cfg, own
 
 
@@ -207,4 +207,4 @@ def _plot(doc: dict[str, Any], path: Path, figure: Any, save_figure: Any) -> Non
 
 
 if __name__ == "__main__":
-    main()
+    run_command("diagnose-control", main)

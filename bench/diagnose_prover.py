@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import ProverHackingConfig, environment, last_line, prover_options
+from bench.common import ProverHackingConfig, environment, last_line, prover_options, run_command
 
 environment(wandb=True)  # bench-prover's environment (this script imported it from there)
 
@@ -194,4 +194,4 @@ def line_values(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    run_command("diagnose-prover", main)

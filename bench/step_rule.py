@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import last_line
+from bench.common import InputError, last_line, run_command
 
 from eval.metrics import metric_deltas, ratio_delta
 from eval.record_rows import RULES, meta_values, step_rows
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     args = dict(a.partition("=")[::2] for a in (sys.argv[1:] if argv is None else argv))
     out = Path(args.get("out", "runs/item4_copy_seed2/localisation"))
     if not (out / "report.json").is_file():
-        raise SystemExit(f"out={out}: no report.json (the folder of a finished bench/bench_learning.py run, "
+        raise InputError(f"out={out}: no report.json (the folder of a finished bench/bench_learning.py run, "
                          "e.g. runs/item4_copy_seed2/localisation)")
     report = json.loads((out / "report.json").read_text())
     seeds = [int(s) for s in report["config"]["seeds"].split(",")]
@@ -85,4 +85,4 @@ def line_values(result: dict[str, Any]) -> dict[str, float | None]:
 
 
 if __name__ == "__main__":
-    main()
+    run_command("step-rule", main)

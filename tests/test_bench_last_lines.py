@@ -4,6 +4,8 @@ fixed inputs and must give the string the bench printed before its last line mov
 
 from __future__ import annotations
 
+from verifier.errors import InputError
+
 import math
 
 from bench.common import key_values
@@ -76,7 +78,7 @@ def test_bench_prover_control_alone_pools_seeds_and_prints_nan_for_pess8():
     for bad in (["arms=pass1"], ["arms=gold", "gold_seeds=0,0"], ["gold_seeds=a"], ["eval_proofs=0"],
                 ["arms=pess8,pool", "pool_size=3"], ["arms=pess8,pool", "pool_size=1"], ["prover_sft_checkpoint=3000"],
                 ["grpo_steps=many"]):
-        with pytest.raises(SystemExit):
+        with pytest.raises(InputError):
             prover_options(bad, ProverHackingConfig())
     before = {"per_proof": {f"p{i}/{j}": [int(i == 0), 0] for i in range(4) for j in range(2)}}
     seeds = [{"true_acc": t, "accept": 0.0, "hacking_rate": 0.0, "accept_refined": 0.0, "true_acc_refined": t,
@@ -103,7 +105,7 @@ def test_diagnose_control_options_and_last_line():
     cfg, own = parse(["lrs=3e-5,1e-4", "grpo_batch=128"])
     assert cfg.grpo_batch == 128 and own["lrs"] == "3e-5,1e-4" and cfg.out == "runs/diagnose_control"
     for bad in (["every=x"], ["lrs=fast"], ["from_step=0"], ["n_problems=4"], ["nope=1"]):
-        with pytest.raises(SystemExit):
+        with pytest.raises(InputError):
             parse(bad)
     doc = {"sft": [{"step": 800, "dev_true": 0.039}, {"step": 1200, "dev_true": 0.4349}],
            "lrs": [{"lr": 1e-4, "dev_true_after": 0.47, "dev_gain": 0.036, "ci": [-0.026, 0.104]},

@@ -4,6 +4,8 @@ trains models (`make bench-learning`); these check the numbers it prints from kn
 
 from __future__ import annotations
 
+from verifier.errors import InputError
+
 import importlib.util
 import sys
 from pathlib import Path
@@ -217,7 +219,7 @@ def test_suite_commands_split_the_options_between_the_two_parts(bench, tmp_path)
     assert opts["seeds"] == "0,1" and opts["min_steps"] == "6" and opts["seed"] == "2" and "grpo_steps" not in opts
     assert opts["sft_from"] == str(tmp_path / "polarity" / "sft" / "final")
     assert opts["exclude_problems_of"] == str(tmp_path / "polarity" / "sft_train.jsonl")
-    with pytest.raises(SystemExit, match="unknown option 'stepz'"):
+    with pytest.raises(InputError, match="unknown option 'stepz'"):
         bench.suite_commands(["localisation.stepz=3"], tmp_path)
 
 
@@ -230,11 +232,11 @@ def test_workers_share_the_runs_evenly(bench):
     assert sorted((s, a) for seeds, arms in g4 for s in seeds for a in arms) == sorted(
         (s, a) for s in range(5) for a in bench.ARMS)
     assert bench.worker_groups([0, 1, 2], 3) == [([0], bench.ARMS), ([1], bench.ARMS), ([2], bench.ARMS)]
-    with pytest.raises(SystemExit, match="arms=meta_ver_rl"):
+    with pytest.raises(InputError, match="arms=meta_ver_rl"):
         bench.main(["arms=meta_ver_rl"])  # the report needs both arms
-    with pytest.raises(SystemExit, match="arms=: "):
+    with pytest.raises(InputError, match="arms=: "):
         bench.main(["arms="])  # no arm (the warm start alone, bench/diagnose_copy.sh) writes no report
-    with pytest.raises(SystemExit, match="arms=rough,meta"):
+    with pytest.raises(InputError, match="arms=rough,meta"):
         bench.main(["arms=rough,meta", "report=false"])
 
 
@@ -287,5 +289,5 @@ def test_the_sft_data_mix_changes_only_the_sft_data(bench):
     assert 0.4 < sum(t.annotation.is_valid for t in task) / len(task) < 0.6
     assert {t.meta["synthetic"].get("fatal_kind") for t in task if not t.annotation.is_valid} == {
         "wrong_operand", "wrong_final"}
-    with pytest.raises(SystemExit, match="sft_valid_fraction"):
+    with pytest.raises(InputError, match="sft_valid_fraction"):
         bench._overrides(["sft_valid_fraction=1.5"], bench.BenchConfig())

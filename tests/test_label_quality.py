@@ -4,6 +4,8 @@ discrimination, the options and the last line."""
 
 from __future__ import annotations
 
+from verifier.errors import InputError
+
 import subprocess
 import sys
 from pathlib import Path
@@ -71,13 +73,14 @@ def test_meta_discrimination_by_what_the_analysis_is():
 
 def test_options_are_one_line_errors(tmp_path):
     assert parse([f"proofs={tmp_path}", "queue=null", "base_url=http://x/v1", "n=4", "k=2"]).k == 2
-    with pytest.raises(SystemExit, match="need 1 <= k <= n"):
+    with pytest.raises(InputError, match="need 1 <= k <= n"):
         parse([f"proofs={tmp_path}", "queue=null", "base_url=http://x/v1", "n=4", "k=5"])
-    with pytest.raises(SystemExit, match="proofs=.*nope does not exist"):
+    with pytest.raises(InputError, match="proofs=.*nope does not exist"):
         parse([f"proofs={tmp_path / 'nope'}", "queue=null", "base_url=http://x/v1"])
     r = subprocess.run([sys.executable, "bench/diagnose_autolabel.py", "n=abc"], cwd=REPO, capture_output=True,
                        text=True, timeout=120)
-    assert r.returncode != 0 and "Traceback" not in r.stderr and "diagnose-autolabel:" in r.stderr, r.stderr[-1500:]
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-1500:]
+    assert r.stderr.strip().splitlines()[-1].startswith("diagnose-autolabel: error: option n='abc': expected int")
 
 
 def test_meta_sft_rows_render_like_the_labeller_and_grade_by_the_rule():
