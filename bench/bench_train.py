@@ -38,10 +38,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import REPO, last_line
+from bench.common import REPO, InputError, last_line, run_command, set_options
 from training import phase_times
 from training.config import GRPOSettings
 from verifier.serve import free_port
@@ -161,23 +162,30 @@ def _ratio_lines(length: int, res: dict) -> list[str]:
     return lines
 
 
+@dataclass
+class TrainBenchConfig:
+    """``make bench-train``'s options (``key=value``, ``bench.common.set_options``)."""
+
+    steps: int = 5  # GRPO steps per run (the first is warm-up)
+    lengths: str = "112,256"  # completion budgets, ascending (the last line reports the last)
+    batch: int = 16  # completions per step
+    zero3: bool = True  # also the ZeRO-3 run over two ranks at the longest budget
+    repeats: int = 3  # interleaved repeats of the two arms per budget
+    out: str = "runs/bench_train"
+
+
 def main(argv: list[str]) -> None:
-    opts = dict(a.split("=", 1) for a in argv)
-    known = ("steps", "lengths", "batch", "zero3", "repeats", "out")
-    unknown = set(opts) - set(known)
-    if unknown:
-        sys.exit(f"[bench-train] unknown option(s) {sorted(unknown)}; options: {', '.join(known)}")
-    out = Path(opts.get("out", "runs/bench_train"))
-    steps = int(opts.get("steps", 5))
-    lengths = [int(x) for x in opts.get("lengths", "112,256").split(",")]
-    batch = int(opts.get("batch", 16))
-    repeats = int(opts.get("repeats", 3))
-    zero3 = opts.get("zero3", "true").lower() not in ("0", "false", "no")
-    if steps < 2 or not lengths or lengths[-1] != max(lengths):
-        sys.exit("[bench-train] steps >= 2 (the first step is warm-up) and lengths ascending (the last line "
-                 "reports the last, longest one)")
+    cfg = set_options(TrainBenchConfig(), argv)
+    out, steps, batch, repeats, zero3 = Path(cfg.out), cfg.steps, cfg.batch, cfg.repeats, cfg.zero3
+    try:
+        lengths = [int(x) for x in cfg.lengths.split(",")]
+    except ValueError:
+        raise InputError(f"lengths={cfg.lengths!r}: integers separated by commas") from None
+    if steps < 2 or not lengths or lengths != sorted(lengths):
+        raise InputError("steps >= 2 (the first step is warm-up) and lengths ascending (the last line reports the "
+                         "last, longest one)")
     if repeats < 1:
-        sys.exit(f"[bench-train] repeats >= 1, got {repeats}")
+        raise InputError(f"repeats >= 1, got {repeats}")
     from verifier.tiny_model import TinyModelConfig, build
 
     table: list[str] = []
@@ -255,4 +263,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_command("bench-train", lambda: main(sys.argv[1:]))

@@ -1,20 +1,19 @@
 """`make bench-train`'s colocate_vs_hf: interleaved repeats and their median, with a fake timing (no training)."""
 
-import importlib.util
+import importlib
 import statistics
 from pathlib import Path
 
 import pytest
+
+from verifier.errors import InputError
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def bt():
-    spec = importlib.util.spec_from_file_location("bench_train", REPO / "bench" / "bench_train.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return importlib.import_module("bench.bench_train")
 
 
 def fake_runs(base: dict[str, float], drift: float):
@@ -59,9 +58,9 @@ def test_even_repeats_average_the_middle_two_and_one_repeat_is_that_run(bt):
 
 def test_options_repeats_and_the_sync_check_default(bt):
     assert bt.SYNC_CHECK == "raise"  # the colocate arm is timed with the probe check on (the default)
-    with pytest.raises(SystemExit, match="repeats >= 1"):
+    with pytest.raises(InputError, match="repeats >= 1"):
         bt.main(["repeats=0"])
-    with pytest.raises(SystemExit, match="repeats"):
+    with pytest.raises(InputError, match="repeats"):
         bt.main(["repeat=3"])  # unknown; the message lists the options
     assert "colocate_vs_hf_repeats=<n>" in bt.__doc__
 
