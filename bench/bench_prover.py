@@ -233,7 +233,10 @@ def _arms(cfg: ProverHackingConfig, out: Path, prover_sft: Path, eps, grpo_probl
         rows[arm] = _pooled(seeds[arm])
     return {"config": dataclasses.asdict(cfg), "rows": rows, "curves": curves,
             "per_seed": {a: [{k: v for k, v in r.items() if k != "per_proof"} for r in rs] for a, rs in seeds.items()},
-            "vs_before": {arm: _paired(rows["before"], seeds[arm], cfg) for arm in cfg.arms.split(",")}}
+            "vs_before": {arm: _paired(rows["before"], seeds[arm], cfg) for arm in cfg.arms.split(",")},
+            # each other verifier-reward arm against pess8 (one seed), same held-out proofs: e.g. pool - pess8
+            "vs_pess8": {arm: _paired(seeds["pess8"][0], seeds[arm], cfg) for arm in cfg.arms.split(",")
+                         if "pess8" in seeds and arm not in ("pess8", "gold")}}
 
 
 def _pooled(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -296,6 +299,13 @@ def _f(v: Any) -> str:
     return "-" if v is None else f"{100 * v:.1f}"
 
 
+def _delta_rows(deltas: dict[str, Any]) -> list[str]:
+    """One table row per arm: accepted, true and hacking differences in points with their CIs."""
+    return [f"| {arm} | " + " | ".join(f"{100 * v[k]['delta']:+.1f} [{100 * v[k]['ci'][0]:+.1f}, {100 * v[k]['ci'][1]:+.1f}]"
+                                      for k in ("accept", "true_acc", "hacking_rate")) + " |"
+            for arm, v in deltas.items() if v.get("n")]
+
+
 def _markdown(report: dict[str, Any], cfg: ProverHackingConfig) -> str:
     lines = ["# bench-prover: a prover trained against the served verifier, and how much of its gain is real", "",
              (f"Held-out: {report['rows']['before']['n']} proofs ({cfg.eval_proofs} per problem, problems disjoint "
@@ -312,11 +322,12 @@ def _markdown(report: dict[str, Any], cfg: ProverHackingConfig) -> str:
                      f"{_f(r['refine_true_gain'])} |")
     lines += ["", "Change against the SFT prover on the same held-out proofs (points, paired bootstrap 95% CI clustered by problem):",
               "", "| arm | accepted | true | hacking |", "|---|---:|---:|---:|"]
-    for arm, v in report.get("vs_before", {}).items():
-        if v.get("n"):
-            lines.append(f"| {arm} | " + " | ".join(
-                f"{100 * v[k]['delta']:+.1f} [{100 * v[k]['ci'][0]:+.1f}, {100 * v[k]['ci'][1]:+.1f}]"
-                for k in ("accept", "true_acc", "hacking_rate")) + " |")
+    lines += _delta_rows(report.get("vs_before", {}))
+    if any(v.get("n") for v in report.get("vs_pess8", {}).values()):
+        lines += ["", "Against the pess8 arm on the same held-out proofs (each arm accepted by its own judge; points, "
+                  "paired bootstrap 95% CI clustered by problem):", "", "| arm - pess8 | accepted | true | hacking |",
+                  "|---|---:|---:|---:|"]
+        lines += _delta_rows(report["vs_pess8"])
     lines += ["", "Per step (training batches, from the reward's logs): first -> last step", ""]
     for arm, c in report["curves"].items():
         if c:

@@ -28,3 +28,24 @@ def test_held_out_skip_gives_a_fresh_disjoint_held_out_set():
                                                      held_out_skip=0), TASK)
     assert [p.problem for p in both][: len(first)] == first
 
+
+
+def test_pool_minus_pess8_is_paired_on_the_same_proofs_and_reported():
+    """The pool arm against the pess8 arm: differences on the same (problem, sample) proofs, per_proof values being
+    [true, accepted]; hacking = accepted and false; the report's table names the arm."""
+    from bench.bench_prover import _markdown, _paired
+
+    cfg = ProverHackingConfig(bootstrap_n=200)
+    keys = [f"p{i}/{j}" for i in range(6) for j in range(4)]
+    pess8 = {"per_proof": {k: [0, 1] for k in keys}}  # every proof accepted and false: all hacked
+    pool = {"per_proof": {k: [0, int(k.startswith(("p0", "p1", "p2")))] for k in keys}}  # half of the problems
+    d = _paired(pess8, [pool], cfg)
+    assert (d["n"], d["problems"], d["seeds"]) == (24, 6, 1)
+    assert d["hacking_rate"]["delta"] == -0.5 and d["accept"]["delta"] == -0.5 and d["true_acc"]["delta"] == 0.0
+    lo, hi = d["hacking_rate"]["ci"]
+    assert lo <= -0.5 <= hi < 0
+    row = {"accept": 0.5, "true_acc": 0.0, "hacking_rate": 0.5, "accept_refined": None, "true_acc_refined": None,
+           "refine_gain": None, "refine_true_gain": None, "n": 24}
+    md = _markdown({"rows": {"before": row, "pess8": row, "pool": row}, "curves": {}, "vs_before": {},
+                    "vs_pess8": {"pool": d}}, cfg)
+    assert "| arm - pess8 | accepted | true | hacking |" in md and "| pool | -50.0 [" in md
