@@ -168,7 +168,10 @@ class ProverHackingConfig(ProverBudget):
     seed: int = 0
     subjects: str = "arithmetic"
     n_grpo: int = 256  # GRPO problems (fresh)
-    n_eval: int = 60  # held-out problems asked for (disjoint from every training set; 45 remain with these knobs)
+    # held-out problems asked for (disjoint from every training set; 214 remain with these knobs). 45 could not resolve
+    # the gold arm's gain (+3.0 [-0.8, +7.4]); 207 fresh ones showed it, +6.2 [+4.1, +8.6]
+    # (reports/prover_2026-12-07_positive_control_fresh.md)
+    n_eval: int = 250
     # skip the first N held-out problems (those an earlier registered run has read); the candidates drawn grow with it
     held_out_skip: int = 0
     # prover SFT: a 2000-step schedule, the warm start its checkpoint 1200: the most GRPO groups with a mixed gold
