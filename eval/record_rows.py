@@ -18,6 +18,7 @@ import numpy as np
 from eval.metrics import COLUMNS, Prediction, metric_table, record_row
 from eval.stats import harmonic, safe_ratio
 from verifier.aggregate import AggregationPolicy, aggregate
+from verifier.errors import InputError
 from verifier.io import read_jsonl
 from verifier.meta_verifier import RuleMetaVerifier
 from verifier.records import NO_STEP, ParseStatus, Verdict, VerificationOutput
@@ -30,7 +31,7 @@ def record_counts(gold, predictions_jsonl: Path):
     preds = {str(r["id"]): Prediction.from_dict(r) for r in read_jsonl(predictions_jsonl)}
     missing = [t.id for t in gold if t.id not in preds]
     if missing:
-        raise SystemExit(f"{predictions_jsonl}: no prediction for {len(missing)} held-out records, e.g. {missing[0]!r}")
+        raise InputError(f"{predictions_jsonl}: no prediction for {len(missing)} held-out records, e.g. {missing[0]!r}")
     return np.array([record_row(t, preds[t.id]) for t in gold], dtype=float)
 
 
@@ -69,7 +70,7 @@ def step_rows(gold, judgments) -> dict[str, np.ndarray]:
     for t in gold:
         j = by_id.get(t.id)
         if j is None:
-            raise SystemExit(f"record {t.id!r}: no judgment")
+            raise InputError(f"record {t.id!r}: no judgment")
         passes = [(p.verdict if p.ok else None, p.first_error_step if p.ok else NO_STEP) for p in j.passes]
         rows["per_pass"].append(np.sum([_row(t, v, s) for v, s in passes], axis=0))
         rows["earliest"].append(_row(t, j.verdict, j.first_error_step))

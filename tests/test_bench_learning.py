@@ -86,7 +86,7 @@ def test_meta_f1_difference_and_ci(bench, tmp_path):
 def test_record_counts_names_a_missing_prediction(bench, tmp_path):
     gold = _gold()
     p = _preds(tmp_path, gold[1:], "short", True)
-    with pytest.raises(SystemExit, match=gold[0].id):
+    with pytest.raises(InputError, match=gold[0].id):
         record_counts(gold, p)
 
 
@@ -129,9 +129,9 @@ def test_a_finished_stage_is_reused_only_with_the_same_settings(bench, tmp_path)
     assert not bench.done_stage(marker, settings, resume=True)  # nothing finished yet: run it
     bench.mark_done(marker, settings)
     assert bench.done_stage(marker, settings, resume=True)
-    with pytest.raises(SystemExit, match="lr differ"):
+    with pytest.raises(InputError, match="lr differ"):
         bench.done_stage(marker, {**settings, "lr": 1e-4}, resume=True)
-    with pytest.raises(SystemExit, match="resume=false"):
+    with pytest.raises(InputError, match="resume=false"):
         bench.done_stage(marker, settings, resume=False)
 
 
@@ -167,8 +167,8 @@ def test_every_metric_difference_has_a_ci(bench, tmp_path):
 def test_a_failing_worker_stops_the_bench_naming_its_seeds(bench, tmp_path):
     """workers=N: each group of seeds runs in its own process of the bench (report=false); one that fails
     (here: an option the bench does not know) stops the bench with its seeds and log named."""
-    with pytest.raises(SystemExit, match=r"worker failed: seeds \[0\] rough_rl/meta_ver_rl \(exit 1\); "
-                                         r"seeds \[1\] rough_rl/meta_ver_rl \(exit 1\); seeds \[2\]"):
+    with pytest.raises(SystemExit, match=r"worker failed: seeds \[0\] rough_rl/meta_ver_rl \(exit 2\); "
+                                         r"seeds \[1\] rough_rl/meta_ver_rl \(exit 2\); seeds \[2\]"):
         bench.seed_workers(["no_such_option=1", "seeds=9", "workers=5"], [0, 1, 2], 3, tmp_path)
     log = (tmp_path / "worker0.log").read_text()
     assert "unknown option 'no_such_option'" in log
@@ -267,7 +267,7 @@ def test_read_accuracy_tells_reading_from_the_start_equals_previous_shortcut(ben
             assert set(r["start_by_step"].values()) == {1.0}
     stray = tmp_path / "stray.jsonl"
     write_jsonl(stray, [{"id": "nope", "passes": []}])
-    with pytest.raises(SystemExit, match="'nope'"):
+    with pytest.raises(InputError, match="'nope'"):
         read_accuracy(gold, stray)
 
 

@@ -218,7 +218,7 @@ def test_killed_half_way_resumes_without_redoing_stages(two_rounds, tiny_model, 
     # other options are one error naming them, before any work, never a silent mix
     other = _cfg(out, tiny_model, rounds=1, share_round0=str(shared), annotator="autolabel", autolabel_n=2,
                  autolabel_m=1, autolabel_k=1, budget=3)
-    with pytest.raises(SystemExit, match=r"round_1/\w+: finished with other settings \(budget differ\)"):
+    with pytest.raises(InputError, match=r"round_1/\w+: finished with other settings \(budget differ\)"):
         run_loop(other, serve=_serve(stand_in))
 
 

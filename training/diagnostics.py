@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from verifier.errors import InputError
+
 
 class KLToInit:
     """``kl_to_init``: KL(warm start || policy) per completion token, on fixed samples of the warm start.
@@ -266,7 +268,7 @@ def read_accuracy(gold, judgments_jsonl: Path) -> dict[str, Any]:
     for j in load_judgments(judgments_jsonl, passes_only=True):
         t = by_id.get(j.id)
         if t is None:
-            raise SystemExit(f"read_accuracy: record {j.id!r} of {judgments_jsonl} is not in the gold set")
+            raise InputError(f"read_accuracy: record {j.id!r} of {judgments_jsonl} is not in the gold set")
         info = (t.meta or {}).get("synthetic") or {}
         k = t.annotation.first_fatal_error_step if t.annotation else -1
         for p in j.passes:
@@ -297,7 +299,7 @@ def main(argv: list[str] | None = None) -> None:
     for p in map(Path, a.logs):
         f = p / "train_log.json" if p.is_dir() else p
         if not f.is_file():
-            raise SystemExit(f"{f}: no train_log.json")
+            raise InputError(f"{f}: no train_log.json")
         logs[str(f.parent)] = json.loads(f.read_text())
     print(f"wrote {plot_train_logs(logs, a.out)}")
 

@@ -21,6 +21,7 @@ from eval.metrics import metric_deltas, ratio_delta
 from eval.record_rows import METRICS, pooled_metrics
 from eval.stats import BootstrapSpec, mean_delta_ci
 from training.diagnostics import copy_rate, plot_train_logs, summarize
+from verifier.errors import InputError
 
 
 def write_data(cfg: Any, out: Path, data: Callable[..., Any], sft_mix: dict[str, Any]) -> tuple[list[Any], list[Any]]:
@@ -45,7 +46,7 @@ def write_data(cfg: Any, out: Path, data: Callable[..., Any], sft_mix: dict[str,
         pool, _ = load_trajectories_for(data(cfg.grpo_fresh_pool, cfg.seed + 3))
         fresh = [t for t in pool if taken.shared(t) is None]
         if len(fresh) < cfg.n_grpo:
-            raise SystemExit(f"only {len(fresh)} GRPO records on problems outside the SFT and held-out data: "
+            raise InputError(f"only {len(fresh)} GRPO records on problems outside the SFT and held-out data: "
                              "raise grpo_fresh_pool")
         grpo_trajs = fresh[: cfg.n_grpo]
         print(f"[bench-learning] GRPO: {len(grpo_trajs)} records on {len({t.problem_id for t in grpo_trajs})} "
@@ -54,7 +55,7 @@ def write_data(cfg: Any, out: Path, data: Callable[..., Any], sft_mix: dict[str,
           "SFT data)" + ("" if seen or not cfg.init_from else "; init_from without exclude_problems_of: overlap "
                          "with the warm start's data is not checked"), flush=True)
     if len(gold) < 20:
-        raise SystemExit(f"only {len(gold)} held-out records left after removing training problems: raise n_eval")
+        raise InputError(f"only {len(gold)} held-out records left after removing training problems: raise n_eval")
     if not cfg.init_from:  # a later run can start from this warm start: init_from=OUT/sft/final exclude_problems_of=this
         write_if_changed(out / "sft_train.jsonl", sft_trajs)
     write_if_changed(out / "grpo_train.jsonl", grpo_trajs)

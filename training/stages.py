@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from verifier.errors import InputError
+
 
 def settings_of(obj: Any) -> Any:
     """A JSON-comparable form of a (nested) config dataclass: what a resumed stage must match."""
@@ -39,9 +41,9 @@ def done_stage(marker: Path, settings: Any, resume: bool) -> bool:
         return False
     have = json.loads(marker.read_text())
     if not resume:
-        raise SystemExit(f"{marker.parent}: a finished stage is there and resume=false: use another out= or delete it")
+        raise InputError(f"{marker.parent}: a finished stage is there and resume=false: use another out= or delete it")
     if have != settings:
-        raise SystemExit(f"{marker.parent}: finished with other settings ({', '.join(differing_keys(have, settings))} "
+        raise InputError(f"{marker.parent}: finished with other settings ({', '.join(differing_keys(have, settings))} "
                          "differ): use another out= or delete that folder")
     return True
 
