@@ -47,3 +47,15 @@ def test_plot_train_logs_draws_every_panel(tmp_path):
     assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
     s = summarize(hist)
     assert s["kl_to_init"]["first"] == pytest.approx(0.01) and s["kl_to_init"]["last"] == pytest.approx(0.04)
+
+
+def test_the_plot_command_names_a_missing_log_in_one_line(tmp_path):
+    """``python -m training.diagnostics DIR``: a folder without train_log.json is one line naming it, exit 2."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    r = subprocess.run([sys.executable, "-m", "training.diagnostics", str(tmp_path / "nope")], capture_output=True,
+                       text=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-1000:]
+    assert r.stderr.strip().splitlines()[-1] == f"training.diagnostics: error: {tmp_path / 'nope'}: no train_log.json"

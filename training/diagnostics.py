@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from verifier.errors import InputError
+from verifier.errors import InputError, run_command
 
 
 class KLToInit:
@@ -305,4 +305,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command("training.diagnostics", main)
