@@ -147,6 +147,24 @@ def test_round_trip_through_label_studio(label_studio, tmp_path):
         assert t.meta["selection"] == row["meta"]["selection"]
 
 
+def _submit_comment(page, comment: str, tries: int = 3) -> None:
+    """Type the reviewer comment and submit it into the TextArea (Shift+Enter), then wait until Label Studio shows
+    it as a region. Under a loaded CPU a keypress can reach the page before React has taken the filled value; CI
+    once exported an empty comment that way, so the region is awaited and the typing repeated if it never shows."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    region = page.get_by_test_id("htx-textbox-content").get_by_text(comment, exact=True)
+    for attempt in range(1, tries + 1):
+        page.fill("textarea[name=reviewer_comment]", comment)
+        page.press("textarea[name=reviewer_comment]", "Shift+Enter")
+        try:
+            region.first.wait_for(timeout=15_000)
+            return
+        except PlaywrightTimeout:
+            if attempt == tries:
+                raise
+
+
 def _annotate_in_browser(ls, project_id: int, task_id: int, row: dict, fields: dict, tmp_path: Path) -> None:
     """Log in as the annotator, photograph the labeling page of one task, fill in the C.4 fields, submit."""
     if not CHROMIUM.exists():
@@ -170,8 +188,7 @@ def _annotate_in_browser(ls, project_id: int, task_id: int, row: dict, fields: d
             for text in ("Official solution", "Step 0", row["proof_steps"][0], "do not trust them by default",
                          "flagged steps", "verdict: invalid; first error step: 1"):
                 page.get_by_text(text).first.wait_for(timeout=30_000)
-            page.fill("textarea[name=reviewer_comment]", fields["reviewer_comment"])
-            page.press("textarea[name=reviewer_comment]", "Shift+Enter")
+            _submit_comment(page, fields["reviewer_comment"])
             page.fill("input[name=first_fatal_error_step]", str(fields["first_fatal_error_step"]))
             page.fill("input[name=recoverable_error_steps]", fields["recoverable_error_steps"])
             page.press("input[name=recoverable_error_steps]", "Enter")
