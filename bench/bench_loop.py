@@ -58,7 +58,10 @@ class BenchConfig(ProverBudget):
     prover_sft_steps: int = 1200
     # the loop's own settings (training.loop.LoopConfig defaults)
     n_round_problems: int = 64
-    n_heldout: int = 45
+    # held-out: 200 problems x 8 proofs, clustered by problem (the positive control needed ~200 problems x 8 to
+    # resolve a gain of ~6 points: reports/prover_2026-12-07_positive_control_fresh.md)
+    n_heldout: int = 200
+    eval_proofs: int = 8
     budget: int = 32
     k: int = 2
     verifier_sft_steps: int = 300
@@ -107,9 +110,9 @@ def _pct(v: Any) -> str:
 def markdown(cfg: BenchConfig, reports: dict[str, dict[str, Any]], gold: dict[str, Any], seconds: float) -> str:
     out = Path(cfg.out)
     lines = ["# bench-loop: the prover-verifier loop with an expert, without one, and the exact reward", "",
-             f"Rounds after round 0: {cfg.rounds}; held-out: {gold.get('n')} proofs (one per problem, in no training "
-             "set); true = the exact checker, accepted = all passes of the round's verifier, hacking = accepted but "
-             "false. Each arm's per-round table: "
+             f"Rounds after round 0: {cfg.rounds}; held-out: {gold.get('n')} proofs ({cfg.eval_proofs} per problem, "
+             "problems in no training set; intervals clustered by problem); true = the exact checker, accepted = all "
+             "passes of the round's verifier, hacking = accepted but false. Each arm's per-round table: "
              + ", ".join(f"[{a}]({a}/report.md)" for a in reports) + ".", "",
              "| arm | true % r0 | true % final | gain [95% CI] | hacking % r0 | hacking % final | Meta BF1 final | "
              "false accepted % final |", "|---|---:|---:|---:|---:|---:|---:|---:|"]

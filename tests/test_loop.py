@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 TINY = dict(n_prover_sft=16, prover_sft_steps=2, sft_batch=4, n_round_problems=3, n_heldout=3, k=1, grpo_steps=1,
             grpo_batch=4, num_generations=2, max_completion_length=24, reward_passes=2, audit_every=1,
             n_verifier_sft=16, verifier_sft_steps=2, verifier_max_tokens=40, n_base=8, refresh_sft_steps=1,
-            verifier_grpo_steps=1, budget=2, select_passes=2, eval_passes=2, bootstrap_n=20, progress=False)
+            verifier_grpo_steps=1, budget=2, select_passes=2, eval_passes=2, eval_proofs=2, bootstrap_n=20, progress=False)
 
 
 def _cfg(out: Path, model: Path, **kw) -> LoopConfig:
@@ -121,7 +121,8 @@ def test_bad_options_are_one_line_before_work(tmp_path):
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not out.exists()
     for bad, what in ({"rounds": 0}, "field 'rounds'"), ({"grpo_batch": 5}, "field 'grpo_batch'"), ({"reward_policy": "max"}, "field 'reward_policy'"), \
-            ({"annotator": "export:"}, "field 'annotator'"), ({"autolabel_k": 9}, "field 'autolabel_k'"):
+            ({"annotator": "export:"}, "field 'annotator'"), ({"autolabel_k": 9}, "field 'autolabel_k'"), \
+            ({"eval_proofs": 0}, "field 'eval_proofs'"):
         with pytest.raises(InputError, match=what) as e:
             check_config(LoopConfig(out=str(out), **bad))
         assert "\n" not in str(e.value)
@@ -153,7 +154,7 @@ def test_two_rounds_write_heldout_and_report(two_rounds):
     for r in range(3):
         doc = json.loads((out / f"round_{r}" / "heldout.json").read_text())
         assert set(HELDOUT_KEYS) <= set(doc) and doc["round"] == r, doc.keys()
-        assert doc["n"] == 3 and 0.0 <= doc["true_acc"] <= 1.0 and "exploit_rate" in doc
+        assert doc["n"] == 6 and 0.0 <= doc["true_acc"] <= 1.0 and "exploit_rate" in doc
         stages = ("prover_sft", "verifier", "prover", "heldout") if r == 0 else (
             "proofs", "selection", "annotate", "augment", "verifier", "prover", "heldout")
         for s in stages:
@@ -163,8 +164,8 @@ def test_two_rounds_write_heldout_and_report(two_rounds):
     v2 = json.loads((out / "round_2" / "verifier" / "result.json").read_text())
     assert v2["extra"] >= 2 and v2["variant"] in ("extra_ann", "pos_aug")  # rounds 1 and 2's annotations
     md = (out / "report.md").read_text()
-    assert "| round |" in md and md.count("\n| 2 |") == 1 and "paired on 3 proofs" in md
-    assert (out / "loop.png").stat().st_size > 1000 and report["true_gain"]["n"] == 3
+    assert "| round |" in md and md.count("\n| 2 |") == 1 and "paired on 6 proofs" in md
+    assert (out / "loop.png").stat().st_size > 1000 and report["true_gain"]["n"] == 6 and report["true_gain"]["problems"] == 3
 
 
 # ------------------------------------------------------------------ (iii) killed half-way, resumed

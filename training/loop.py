@@ -112,6 +112,7 @@ class LoopConfig(ProverBudget):
     # the synthetic task's disjoint problem sets
     n_round_problems: int = 64  # problems per round (the prover writes proofs on them and trains on them)
     n_heldout: int = 45  # held-out problems (in no training set)
+    eval_proofs: int = 1  # held-out proofs per problem (each judged by eval_passes passes; clustered by problem)
     heldout_problems: str | None = None  # a problems JSONL instead of synthetic held-out problems
     # the prover
     prover_sft_steps: int = 800
@@ -167,7 +168,7 @@ def check_config(cfg: LoopConfig) -> None:
         raise InputError(f"loop config, field 'grpo_batch': must be a multiple of num_generations "
                          f"({cfg.num_generations}), got {cfg.grpo_batch}")
     for key in ("budget", "eval_passes", "reward_passes", "select_passes", "k", "grpo_steps", "n_round_problems",
-                "n_heldout", "n_prover_sft", "autolabel_n", "autolabel_m", "autolabel_k", "repair_attempts"):
+                "n_heldout", "eval_proofs", "n_prover_sft", "autolabel_n", "autolabel_m", "autolabel_k", "repair_attempts"):
         if getattr(cfg, key) < 1:
             raise InputError(f"loop config, field {key!r}: must be >= 1, got {getattr(cfg, key)}")
     if cfg.autolabel_k > cfg.autolabel_n:
@@ -357,7 +358,8 @@ class Loop:
                             seed=c.seed)
         prover = ProverRLConfig(enabled=True, reward=reward, policy=c.reward_policy, problems=str(problems),
                                 eval_problems=str(self.problems_file("held-out")), verifier=ep,
-                                judge=self.judge(c.reward_passes), eval_passes=c.eval_passes, audit=audit)
+                                judge=self.judge(c.reward_passes), eval_passes=c.eval_passes,
+                                eval_proofs_per_problem=c.eval_proofs, audit=audit)
         return GRPORunConfig(
             experiment_name=name, output_dir=str(d), train=True, init_from=init, model=ModelConfig(name_or_path=init),
             data=DataConfig(source="synthetic", n_train=None, n_eval=None, seed=c.seed),
