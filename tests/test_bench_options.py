@@ -12,7 +12,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
-BAD_OPTION = [("bench_prover.py", "bench-prover"), ("bench_loop.py", "bench-loop"),
+BAD_OPTION = [("bench_prover.py", "bench-prover"), ("bench_loop.py", "bench-loop"), ("bench_real.py", "bench-real"),
               ("bench_learning.py", "bench-learning"), ("bench_reward.py", "bench-reward"),
               ("bench_train.py", "bench-train"), ("bench_judge.py", "bench-judge"),
               ("bench_nemo_reward.py", "bench-nemo-reward"), ("bench_ladder.py", "bench-ladder"),

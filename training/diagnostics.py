@@ -304,5 +304,15 @@ def main(argv: list[str] | None = None) -> None:
     print(f"wrote {plot_train_logs(logs, a.out)}")
 
 
+def mixed_share(gold: list[Any], judgments: Path) -> float:
+    """The share of records whose passes' meta rewards differ: GRPO groups with a gradient (at beta 0)."""
+    from verifier.judgment import load_judgments
+    from verifier.meta_verifier import RuleMetaVerifier
+
+    rule, by_id = RuleMetaVerifier(), {j.id: j for j in load_judgments(judgments)}
+    mixed = [len({rule.grade(t, p).grade.reward if p.ok else 0.0 for p in by_id[t.id].passes}) > 1 for t in gold]
+    return sum(mixed) / max(1, len(mixed))
+
+
 if __name__ == "__main__":
     run_command("training.diagnostics", main)
