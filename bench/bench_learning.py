@@ -42,13 +42,16 @@ from bench.common import (Clock, InputError, done_stage, environment, last_line,
 
 environment(wandb=True)
 
-from data_pipeline.synthetic_recipes import sft_data_mix, verification_task
+from data_pipeline.synthetic_recipes import VerificationTask, sft_data_mix, verification_task
 from eval.record_rows import localisation_rows, record_counts
 from training.reward_claim import run_data_config, write_data
 
 
 @dataclass
-class BenchConfig:
+class BenchConfig(VerificationTask):
+    """bench-learning's options; the synthetic task's (``min_steps`` ... ``sft_fatal_kinds``) are
+    ``data_pipeline.synthetic_recipes.VerificationTask``'s."""
+
     out: str = "runs/bench_learning"
     seed: int = 1  # model, SFT and data seed (the GRPO knobs were chosen on seed 0's data: docs/training.md)
     seeds: str = "0,1,2"  # GRPO seeds of each arm (rough_rl, meta_ver_rl)
@@ -62,24 +65,12 @@ class BenchConfig:
     n_sft: int = 3600
     n_grpo: int = 256
     n_eval: int = 400  # generated; held-out records whose problem occurs in any training set are dropped
-    min_steps: int = 3
-    max_steps: int = 3
-    max_operand: int = 9
-    subjects: str = "arithmetic"
-    fatal_kinds: str = "wrong_operand,wrong_final"
-    error_delta_min: int = 10  # planted wrong values 10-20 off (the demo's obvious errors)
-    error_delta_max: int = 20
     # SFT warm start (shared by every arm)
     sft_steps: int = 300  # 50-80 Meta BF1 (150: 0, 500: 91-97; docs/training.md, issue 23)
     sft_batch: int = 16
     sft_lr: float = 3e-3
     style: str = "check"
     sft_step_noise: float = 0.0  # fraction of invalid SFT targets naming a step 2-3 away (synthetic.with_noisy_steps)
-    # the SFT data's own mix (GRPO and held-out data keep the task's 50% valid, ``fatal_kinds``): more invalid proofs
-    # with a wrong operand put more lines whose start differs from the previous result in the SFT targets, the
-    # lines the start = previous-result shortcut gets wrong (item 4's diagnosis, docs/training.md)
-    sft_valid_fraction: float = 0.5
-    sft_fatal_kinds: str = ""  # empty: ``fatal_kinds``
     sft_from: str = ""  # a model folder the SFT starts from instead of a fresh tiny model (a curriculum: the suite's
     # localisation warm start continues the 3-step warm start on 6-8 step chains)
     init_from: str = ""  # an existing SFT warm start (e.g. runs/demo/sft/final) instead of building and training one

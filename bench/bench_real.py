@@ -43,28 +43,21 @@ from bench.common import (Clock, InputError, done_stage, environment, last_line,
 
 environment(wandb=True)
 
+from data_pipeline.synthetic_recipes import VerificationTask  # noqa: E402
+
 LAST_LINE_KEYS = ("parse_rate_before", "parse_rate_after", "rough_f1_before", "rough_f1_after", "rough_f1_ci_low",
                   "grpo_reward_delta", "grpo_delta_ci_low")
 
 
 @dataclass
-class BenchConfig:
+class BenchConfig(VerificationTask):
     out: str = "runs/bench_real"
     model: str = ""  # a model folder; empty: SmolLM2-135M-Instruct converted into OUT/model
     seed: int = 0
     diagnose: bool = False  # the budget diagnosis on training data (no held-out set, no GRPO)
     diagnose_every: int = 20
     diagnose_passes: int = 4  # passes per training record at the GRPO temperature: the share of groups with a gradient
-    # the synthetic task: bench-learning's (3-step chains, one-digit operands, planted values 10-20 off)
-    min_steps: int = 3
-    max_steps: int = 3
-    max_operand: int = 9
-    subjects: str = "arithmetic"
-    fatal_kinds: str = "wrong_operand,wrong_final"
-    error_delta_min: int = 10
-    error_delta_max: int = 20
-    sft_valid_fraction: float = 0.5
-    sft_fatal_kinds: str = ""
+    # the synthetic task: VerificationTask's (bench-learning's: 3-step chains, planted values 10-20 off)
     n_sft: int = 480  # SFT records (sft_steps x sft_batch: one pass)
     n_grpo: int = 64  # GRPO records, on problems of neither the SFT nor the held-out data
     n_eval: int = 96  # held-out records generated (those on an SFT problem are dropped)

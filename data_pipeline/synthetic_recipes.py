@@ -10,7 +10,8 @@
 * ``random_queue``: the uncertainty queue's baseline (section 4.1), the same budget and per-problem cap at random;
 * ``simulated_expert_annotation``: a queue annotated the user's way, by the simulated expert (appendix C);
 * ``grpo_variants``: the Table 3 GRPO data variants (base / extra_ann / pos_aug) over one held-out set;
-* ``verification_task``, ``sft_data_mix``: ``make bench-learning``'s synthetic task and its SFT data's own mix.
+* ``VerificationTask``, ``verification_task``, ``sft_data_mix``: the synthetic verification task of the benches that
+  train a verifier on it (``make bench-learning``, ``make bench-real``) and its SFT data's own mix.
 """
 
 from __future__ import annotations
@@ -199,6 +200,27 @@ def grpo_variants(d: Path, held: list[Any], base: list[Any], annotated: dict[str
                 variant=variant, base=str(d / "base.jsonl"), extra=str(extra), augmented=str(positives),
                 held_out=str(d / root / "held_out.jsonl"), out=str(d / root / variant), seed=seed))
     return out
+
+
+@dataclasses.dataclass
+class VerificationTask:
+    """The synthetic verification task's options (flat ``key=value`` bench options, inherited by the benches'
+    configs): chains of ``min_steps``-``max_steps`` operations on operands up to ``max_operand``, planted errors of
+    ``fatal_kinds`` whose wrong values are ``error_delta_min``-``error_delta_max`` off (the demo's obvious errors);
+    the SFT data's own valid fraction and fatal kinds (``sft_data_mix``)."""
+
+    min_steps: int = 3
+    max_steps: int = 3
+    max_operand: int = 9
+    subjects: str = "arithmetic"
+    fatal_kinds: str = "wrong_operand,wrong_final"
+    error_delta_min: int = 10
+    error_delta_max: int = 20
+    # the SFT data's own mix (GRPO and held-out data keep the task's 50% valid, ``fatal_kinds``): more invalid proofs
+    # with a wrong operand put more lines whose start differs from the previous result in the SFT targets, the
+    # lines the start = previous-result shortcut gets wrong (bench-learning's item-4 diagnosis)
+    sft_valid_fraction: float = 0.5
+    sft_fatal_kinds: str = ""  # empty: ``fatal_kinds``
 
 
 def verification_task(cfg: Any) -> dict[str, Any]:
