@@ -17,7 +17,6 @@ from typing import Any, ClassVar
 from eval.stats import BootstrapSpec
 from training.prover_reward import ProverRLConfig
 from training.rewards import REWARD_RENAMED, RewardConfig
-from verifier.card import CardError, inherit
 from verifier.config import EndpointConfig, JudgeConfig
 from verifier.offline import OfflineConfig
 from verifier.results import WandbConfig, ladder_wandb
@@ -227,12 +226,7 @@ class GRPORunConfig:
     overrides: list[str] = field(default_factory=list)  # filled from Hydra; names the W&B run
 
     def resolve(self, given: frozenset[str]) -> GRPORunConfig:
-        """Prover RL: the verifier card of ``prover.verifier_run_dir`` fills the reward judge's keys not given
-        (``prover.judge.*``, ``prover.verifier.model`` / ``chat_template_kwargs``; ``verifier.card.inherit``, as
-        ``eval.proverbench verifier_run_dir=DIR``); ``prover.pool.verifiers`` judge with the same ``prover.judge``."""
-        if not self.prover.verifier_run_dir:
-            return self
-        if not self.prover.enabled:
-            raise CardError(f"prover.verifier_run_dir={self.prover.verifier_run_dir}: the card is for the prover's "
-                            f"reward judge, and this run trains no prover (use experiment=prover_rl)")
-        return dataclasses.replace(self, prover=inherit(self.prover, given, endpoint="verifier", prefix="prover."))
+        """What a part inherits at compose time: prover RL's reward judge from its verifier card
+        (``ProverRLConfig.with_card``)."""
+        prover = self.prover.with_card(given)
+        return self if prover is self.prover else dataclasses.replace(self, prover=prover)

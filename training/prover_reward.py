@@ -57,6 +57,7 @@ from eval.proverbench import ProverBenchConfig, RefineConfig, decide, judgments_
 from eval.proverbench import run as proverbench
 from training.rewards import JudgeFailureError, _all_ranks_sum, _log, _log_extra, _world_size, completion_text
 from verifier.aggregate import pass_score
+from verifier.card import CardError, inherit
 from verifier.config import EndpointConfig
 from verifier.engine import OpenAIEngine, message_reasoning
 from verifier.errors import InputError, UserError
@@ -153,6 +154,17 @@ class ProverRLConfig:
     audit: AuditConfig = field(default_factory=AuditConfig)  # the hack audit (off unless audit.every > 0)
     # verifier.card.inherit, as eval.proverbench's verifier_run_dir (prover.verifier.model, chat_template_kwargs too)
     verifier_run_dir: str | None = None  # the verifier's training run: judge keys not on the command line from its card
+
+    def with_card(self, given: frozenset[str]) -> ProverRLConfig:
+        """The verifier card of ``verifier_run_dir`` filling the reward judge's keys not ``given`` on the command
+        line (``judge.*``, ``verifier.model`` / ``chat_template_kwargs``; ``verifier.card.inherit``, as
+        ``eval.proverbench verifier_run_dir=DIR``); ``pool.verifiers`` judge with the same ``judge``."""
+        if not self.verifier_run_dir:
+            return self
+        if not self.enabled:
+            raise CardError(f"prover.verifier_run_dir={self.verifier_run_dir}: the card is for the prover's "
+                            f"reward judge, and this run trains no prover (use experiment=prover_rl)")
+        return inherit(self, given, endpoint="verifier", prefix="prover.")
 
     def validate(self) -> None:
         if self.reward not in ("verifier", "gold"):
