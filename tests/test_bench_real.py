@@ -87,3 +87,11 @@ def test_the_bench_resumes_after_a_kill_and_prints_its_line(tiny_model, tmp_path
         assert row in md, md
     assert (out / "real.png").stat().st_size > 10_000
     assert (out / "grpo" / "synthetic" / "final" / "adapter_config.json").is_file()  # GRPO trained a LoRA adapter
+
+
+def test_the_documented_last_line_is_the_contract():
+    """The issue's last line, exactly: the keys the bench prints, in order, as docs/training.md shows them."""
+    contract = ("parse_rate_before=<r> parse_rate_after=<r> rough_f1_before=<r> rough_f1_after=<r> rough_f1_ci_low=<r> "
+                "grpo_reward_delta=<r> grpo_delta_ci_low=<r>")
+    assert " ".join(f"{k}=<r>" for k in LAST_LINE_KEYS) == contract
+    assert contract in (REPO / "docs" / "training.md").read_text()
