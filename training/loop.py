@@ -502,6 +502,10 @@ class Loop:
                                   "fatal_kinds": ["wrong_operand", "wrong_final"], "error_delta_min": 10,
                                   "error_delta_max": 20})
         base = [t for t in pool if index.shared(t) is None][: c.n_base]
+        if len(base) < c.n_base:  # counted in result.json's data.by_origin too
+            self.log(f"round {r} verifier: only {len(base)} of n_base={c.n_base} planted-error records lie on "
+                     "problems outside the loop's sets (the task has few distinct problems: raise max_operand or "
+                     "lower n_base)")
         write_jsonl(data / "base.jsonl", base)
         extra, positives = [], []
         for k in range(1, r + 1):
