@@ -153,7 +153,7 @@ class Bench:
             return DataConfig(source="synthetic", n_train=n_train, n_eval=c.n_eval, seed=seed,
                               prompt_template=c.template, synthetic={**task, **mix})
 
-        sft, gold = write_data(c, self.out, data, sft_data_mix(c))
+        sft, gold = write_data(c, self.out, data, sft_data_mix(c), tag="bench-real")
         pb = None
         if c.processbench and not c.diagnose:
             src = SHARED_DATA / c.processbench

@@ -24,7 +24,8 @@ from training.diagnostics import copy_rate, plot_train_logs, summarize
 from verifier.errors import InputError
 
 
-def write_data(cfg: Any, out: Path, data: Callable[..., Any], sft_mix: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+def write_data(cfg: Any, out: Path, data: Callable[..., Any], sft_mix: dict[str, Any], tag: str = "bench-learning"
+               ) -> tuple[list[Any], list[Any]]:
     """The comparison's records, written to OUT: the SFT warm start's (its own problems, seed + 1;
     OUT/sft_train.jsonl unless ``init_from``), GRPO's (seed + 2; with ``grpo_fresh_problems`` drawn from seed + 3 on
     problems of neither the SFT nor the held-out data) and the held-out records every model is judged on (seed + 2 +
@@ -49,9 +50,9 @@ def write_data(cfg: Any, out: Path, data: Callable[..., Any], sft_mix: dict[str,
             raise InputError(f"only {len(fresh)} GRPO records on problems outside the SFT and held-out data: "
                              "raise grpo_fresh_pool")
         grpo_trajs = fresh[: cfg.n_grpo]
-        print(f"[bench-learning] GRPO: {len(grpo_trajs)} records on {len({t.problem_id for t in grpo_trajs})} "
+        print(f"[{tag}] GRPO: {len(grpo_trajs)} records on {len({t.problem_id for t in grpo_trajs})} "
               f"problems outside the SFT and held-out data (of {len(pool)} generated)", flush=True)
-    print(f"[bench-learning] held-out: {len(gold)} records ({n_gen - len(gold)} dropped: their problem occurs in the "
+    print(f"[{tag}] held-out: {len(gold)} records ({n_gen - len(gold)} dropped: their problem occurs in the "
           "SFT data)" + ("" if seen or not cfg.init_from else "; init_from without exclude_problems_of: overlap "
                          "with the warm start's data is not checked"), flush=True)
     if len(gold) < 20:
