@@ -262,7 +262,7 @@ def test_the_loop_command_runs_a_round_through_real_vllm_servers(tmp_path):
     assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
     for rnd in (0, 1):
         doc = json.loads((out / f"round_{rnd}" / "heldout.json").read_text())
-        assert doc["round"] == rnd and doc["n"] == 3 and set(HELDOUT_KEYS) <= set(doc)
+        assert doc["round"] == rnd and doc["n"] == 6 and set(HELDOUT_KEYS) <= set(doc)  # 3 problems x eval_proofs=2
     ann = json.loads((out / "round_1" / "annotate" / "result.json").read_text())  # 2 SFT steps: junk proofs,
     assert "labelled" in ann and (ann["labelled"] or ann.get("note"))  # an empty queue is said, not silent
     for name in ("prover", "verifier"):  # the served models were real vLLM servers
