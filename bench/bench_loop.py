@@ -63,6 +63,8 @@ class BenchConfig(ProverBudget):
     n_heldout: int = 200
     eval_proofs: int = 8
     budget: int = 32
+    annotation_weight: int = 1  # copies of each annotated proof in the verifier's retraining data
+    prover_from: str = "previous"  # each round's prover GRPO starts from: previous | sft (round 0's SFT prover)
     k: int = 2
     verifier_sft_steps: int = 300
     refresh_sft_steps: int = 50

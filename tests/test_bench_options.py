@@ -39,3 +39,30 @@ def test_every_bench_entry_reports_user_errors_in_one_line():
         assert "argparse" not in text, path.name
         if path.name != "common.py" and ("InputError(" in text or "set_options(" in text or "prover_options(" in text):
             assert 'if __name__ == "__main__":\n    run_command(' in text, path.name
+
+
+def test_options_are_typed_as_hydra_types_them():
+    """``set_options`` reads values as OmegaConf (Hydra's config layer) does and checks them against the dataclass:
+    ints, floats, bools and ``null`` typed, a comma list kept as one string, a wrong type one error naming it."""
+    from dataclasses import dataclass
+
+    from bench.common import set_options
+    from verifier.errors import InputError
+
+    @dataclass
+    class Opts:
+        steps: int = 1
+        lr: float = 1e-4
+        diagnose: bool = False
+        lrs: str = "1e-4"
+        init_from: str | None = "x"
+        out: str = "runs/a"
+
+    o = set_options(Opts(), ["steps=12", "lr=3e-5", "diagnose=true", "lrs=1e-4,3e-4", "init_from=null",
+                             "out=runs/b=c"])
+    assert (o.steps, o.lr, o.diagnose, o.lrs, o.init_from, o.out) == (12, 3e-5, True, "1e-4,3e-4", None, "runs/b=c")
+    assert set_options(Opts(), ["init_from="]).init_from is None and set_options(Opts(), ["lr=1"]).lr == 1.0
+    for bad, what in (("steps=1.5", "option steps='1.5': expected int"), ("diagnose=maybe", "expected bool"),
+                      ("out=null", "option out='null'"), ("stepz=1", "unknown option 'stepz'; options: steps, lr")):
+        with pytest.raises(InputError, match=what.replace("(", r"\(")):
+            set_options(Opts(), [bad])

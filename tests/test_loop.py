@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from training.loop import HELDOUT_KEYS, LoopConfig, check_config, check_disjoint, problem_sets
+from training.loop import HELDOUT_KEYS, LoopConfig, check_config, check_disjoint, gold_steps, problem_sets
 from training.loop import run as run_loop
 from verifier.errors import InputError
 from verifier.formats import ProofProblem
@@ -221,6 +221,32 @@ def test_killed_half_way_resumes_without_redoing_stages(two_rounds, tiny_model, 
                  autolabel_m=1, autolabel_k=1, budget=3)
     with pytest.raises(InputError, match=r"round_1/\w+: finished with other settings \(budget differ\)"):
         run_loop(other, serve=_serve(stand_in))
+
+
+def test_prover_from_sft_and_annotation_weight(two_rounds, tiny_model, stand_in, tmp_path):
+    """``prover_from=sft``: round 1's prover GRPO starts from round 0's SFT prover, not round 0's GRPO prover;
+    ``annotation_weight=3``: each annotated proof is in the verifier's retraining data three times. At their
+    defaults the two options are not in a stage's recorded settings (folders of earlier loops resume)."""
+    shared, _ = two_rounds
+    out = tmp_path / "from_sft"
+    run_loop(_cfg(out, tiny_model, rounds=1, share_round0=str(shared), prover_from="sft", annotation_weight=3),
+             serve=_serve(stand_in))
+    init = json.loads((out / "round_1" / "prover" / "config.json").read_text())["init_from"]
+    assert Path(init).resolve() == (shared / "round_0" / "prover_sft" / "sft" / "final").resolve(), init
+    default = json.loads((shared / "round_1" / "prover" / "config.json").read_text())["init_from"]
+    assert Path(default).resolve() == (shared / "round_0" / "prover" / "final").resolve(), default
+    v = json.loads((out / "round_1" / "verifier" / "result.json").read_text())
+    rows = [json.loads(x) for x in (out / "round_1" / "verifier" / "data" / v["variant"] / "weighted.jsonl").open()]
+    copies = [r["id"] for r in rows if "#w" in r["id"]]
+    assert v["extra"] >= 1 and len(copies) == 2 * v["extra"] and v["data"]["rows"] == len(rows), (v, copies)
+    assert v["data"]["annotation_weight"] == 3
+    marker = json.loads((shared / "round_1" / "proofs" / "loop_done.json").read_text())
+    assert "prover_from" not in marker and "annotation_weight" not in marker
+    assert json.loads((out / "round_1" / "proofs" / "loop_done.json").read_text())["prover_from"] == "sft"
+    assert gold_steps(LoopConfig(out="x", rounds=2, grpo_steps=24)) == 72
+    assert gold_steps(LoopConfig(out="x", rounds=2, grpo_steps=24, prover_from="sft")) == 24
+    with pytest.raises(InputError, match="field 'prover_from'"):
+        check_config(LoopConfig(out=str(out), prover_from="gold"))
 
 
 # ------------------------------------------------------------------ (iv) the bench's last line

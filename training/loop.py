@@ -92,7 +92,10 @@ RUN_KEYS = ("out", "resume", "progress", "wandb", "share_round0", "rounds")
 # options of the rounds r >= 1 only (round 0 ignores them, so two loops may share one round 0: share_round0)
 ROUND_KEYS = ("annotator", "k", "budget", "per_problem_cap", "select_passes", "autolabel_n", "autolabel_m",
               "autolabel_k", "repair_check", "repair_attempts", "n_base", "refresh_sft_steps", "verifier_grpo_steps",
-              "verifier_grpo_lr")
+              "verifier_grpo_lr", "prover_from", "annotation_weight")
+# round options added after loop folders were recorded: left out of the settings at these defaults (those folders resume)
+LATE_DEFAULTS = {"prover_from": "previous", "annotation_weight": 1}
+PROVER_FROM = ("previous", "sft")
 HELDOUT_KEYS = ("true_acc", "accept", "hacking_rate", "verifier_rough_bf1", "verifier_meta_bf1",
                 "verifier_false_accept")
 
@@ -117,6 +120,9 @@ class LoopConfig(ProverBudget):
     # the prover
     prover_sft_steps: int = 800
     grpo_steps: int = 48  # prover GRPO steps per round
+    # (g) where each round's prover GRPO starts: previous (the last round's prover) | sft (round 0's SFT prover, so
+    # that a round's prover has trained only against that round's verifier)
+    prover_from: str = "previous"
     grpo_batch: int = 32
     grpo_lr: float = 1e-4
     reward_passes: int = 8  # verifier passes per proof in the prover reward
@@ -139,6 +145,7 @@ class LoopConfig(ProverBudget):
     budget: int = 32  # proofs annotated per round
     per_problem_cap: int = 2
     select_passes: int = 8
+    annotation_weight: int = 1  # (e) copies of each annotated proof in the retraining data (against the planted ones)
     autolabel_n: int = 8
     autolabel_m: int = 3
     autolabel_k: int = 4
@@ -162,13 +169,16 @@ def check_config(cfg: LoopConfig) -> None:
                          f"got {cfg.annotator!r}")
     if cfg.reward_policy not in ("pessimistic", "mean"):
         raise InputError(f"loop config, field 'reward_policy': use pessimistic or mean, got {cfg.reward_policy!r}")
+    if cfg.prover_from not in PROVER_FROM:
+        raise InputError(f"loop config, field 'prover_from': use previous or sft, got {cfg.prover_from!r}")
     if cfg.repair_check not in ("exact", "verifiers"):
         raise InputError(f"loop config, field 'repair_check': use exact or verifiers, got {cfg.repair_check!r}")
     if cfg.grpo_batch % cfg.num_generations:
         raise InputError(f"loop config, field 'grpo_batch': must be a multiple of num_generations "
                          f"({cfg.num_generations}), got {cfg.grpo_batch}")
     for key in ("budget", "eval_passes", "reward_passes", "select_passes", "k", "grpo_steps", "n_round_problems",
-                "n_heldout", "eval_proofs", "n_prover_sft", "autolabel_n", "autolabel_m", "autolabel_k", "repair_attempts"):
+                "n_heldout", "eval_proofs", "n_prover_sft", "annotation_weight", "autolabel_n", "autolabel_m", "autolabel_k",
+                "repair_attempts"):
         if getattr(cfg, key) < 1:
             raise InputError(f"loop config, field {key!r}: must be >= 1, got {getattr(cfg, key)}")
     if cfg.autolabel_k > cfg.autolabel_n:
@@ -181,6 +191,23 @@ def check_config(cfg: LoopConfig) -> None:
 def task(cfg: LoopConfig) -> dict[str, Any]:
     return {"min_steps": cfg.min_steps, "max_steps": cfg.max_steps, "max_operand": cfg.max_operand,
             "recoverable_rate": 0.0, "qe_fraction": 0.0, "subjects": ["arithmetic"]}
+
+
+def gold_steps(cfg: LoopConfig) -> int:
+    """The gold arm's GRPO steps: as many as the final prover's (every round's, or one round's with
+    ``prover_from=sft``)."""
+    return cfg.grpo_steps * (1 if cfg.prover_from == "sft" else cfg.rounds + 1)
+
+
+def weight_records(trajs: Sequence[ProofTrajectory], ids: set[str], weight: int) -> list[ProofTrajectory]:
+    """``trajs`` with ``weight - 1`` more copies of each record whose id is in ``ids`` (ids ``ID#w1``, ``ID#w2``,
+    ...; same problem, so intervals cluster them together), each copy after its record."""
+    out = []
+    for t in trajs:
+        out.append(t)
+        if t.id in ids:
+            out += [dataclasses.replace(t, id=f"{t.id}#w{i}") for i in range(1, weight)]
+    return out
 
 
 def check_disjoint(sets: Mapping[str, Sequence[Any]]) -> None:
@@ -249,6 +276,7 @@ class Loop:
         self._serve = serve
         self._sets: dict[str, list[Any]] | None = None
         c = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in RUN_KEYS}
+        c = {k: v for k, v in c.items() if LATE_DEFAULTS.get(k, ...) != v}
         self.round_settings = json.loads(json.dumps(c, default=str))
         self.round0_settings = {k: v for k, v in self.round_settings.items() if k not in ROUND_KEYS}
 
@@ -528,6 +556,11 @@ class Loop:
                                               held_out=str(data / "held_out_problems.jsonl"), out=str(data / variant),
                                               seed=c.seed + r))
         train_path = data / variant / "trajectories.jsonl"
+        if c.annotation_weight > 1 and extra:
+            weighted = weight_records(load_trajectories(train_path).records, {t.id for t in extra}, c.annotation_weight)
+            train_path = data / variant / "weighted.jsonl"
+            write_jsonl(train_path, weighted)
+            counts = {**counts, "rows": len(weighted), "annotation_weight": c.annotation_weight}
         model = verifier
         if c.refresh_sft_steps:
             model = self.refresh(d, load_trajectories(train_path).records, verifier)
@@ -595,14 +628,17 @@ class Loop:
                                                         {"exploit_rate": g.get("exploit_rate")}))
         return {"prover": g["prover"], "verifier": v["verifier"], "model": p["model"], "prover_sft": p["prover"]}
 
-    def one_round(self, r: int, prover: str, verifier: str) -> dict[str, Any]:
+    def one_round(self, r: int, prover: str, verifier: str, sft_prover: str) -> dict[str, Any]:
+        """Round r >= 1: (a) proofs of the current ``prover`` ... (g) prover GRPO against the new verifier, from
+        ``prover`` or, with ``prover_from=sft``, from round 0's ``sft_prover``; then the held-out figures."""
         rd = self.out / f"round_{r}"
+        start = sft_prover if self.cfg.prover_from == "sft" else prover
         self.stage(r, "proofs", lambda d: self.proofs(d, r, prover))
         sel = self.stage(r, "selection", lambda d: self.selection(d, r, verifier))
         ann = self.stage(r, "annotate", lambda d: self.annotate(d, r, verifier, Path(sel["queue"])))
         self.stage(r, "augment", lambda d: self.augment(d, r, prover, verifier, ann.get("records")))
         v = self.stage(r, "verifier", lambda d: self.retrain(d, r, verifier))
-        g = self.stage(r, "prover", lambda d: self.prover_stage(d, r, prover, v["verifier"]))
+        g = self.stage(r, "prover", lambda d: self.prover_stage(d, r, start, v["verifier"]))
         self.stage(r, "heldout", lambda d: self.heldout(d, r, rd / "prover", {
             "exploit_rate": g.get("exploit_rate"), "annotated": ann.get("labelled"), "variant": v.get("variant"),
             "verifier_data_rows": (v.get("data") or {}).get("rows"), "positives": v.get("positives")}))
@@ -623,18 +659,20 @@ class Loop:
                  + ", ".join(f"{k} {len(v)}" for k, v in self.sets().items()))
         try:
             cur = self.round0()
+            sft = cur["prover_sft"]
             for r in range(1, self.cfg.rounds + 1):
-                cur = self.one_round(r, cur["prover"], cur["verifier"])
+                cur = self.one_round(r, cur["prover"], cur["verifier"], sft)
         finally:
             self.stop_servers()
         return write_report(self.out, self.cfg.rounds, self.cfg.bootstrap_n, self.cfg.seed)
 
     def gold_control(self, steps: int | None = None) -> dict[str, Any]:
         """The positive control (``OUT/gold/``): prover GRPO from round 0's SFT prover with the exact checker as the
-        reward, ``steps`` steps (default: the loop's prover steps, round 0 included) on the problems of every
-        round; held-out as a round (acceptance by the first verifier). Needs round 0."""
+        reward, ``steps`` steps (default: the final prover's GRPO steps: every round's, or one round's with
+        ``prover_from=sft``) on the problems of every round; held-out as a round (acceptance by the first verifier).
+        Needs round 0."""
         c = self.cfg
-        steps = steps or c.grpo_steps * (c.rounds + 1)
+        steps = steps or gold_steps(c)
         settings = {**self.round0_settings, "gold_steps": steps, "rounds": c.rounds}
         d = self.out / "gold"
         marker = d / "loop_done.json"
