@@ -65,8 +65,8 @@ def set_options(cfg: Any, argv: list[str], sort: bool = False) -> Any:
             raise InputError(f"unknown option {k!r}; options: {', '.join(sorted(types) if sort else types)}")
         if "None" in types[k] and v.lower() in ("none", ""):  # an optional key: null
             v = "null"
-        try:
-            conf = OmegaConf.merge(conf, OmegaConf.from_dotlist([f"{k}={v}"]))
+        try:  # an empty value of a string key is the empty string (arms=: no arm)
+            conf = OmegaConf.merge(conf, {k: ""} if v == "" else OmegaConf.from_dotlist([f"{k}={v}"]))
         except (OmegaConfBaseException, ValueError):
             raise InputError(f"option {k}={v!r}: expected {types[k]}") from None
     for k, value in dataclasses.asdict(OmegaConf.to_object(conf)).items():

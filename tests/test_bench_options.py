@@ -62,7 +62,8 @@ def test_options_are_typed_as_hydra_types_them():
                              "out=runs/b=c"])
     assert (o.steps, o.lr, o.diagnose, o.lrs, o.init_from, o.out) == (12, 3e-5, True, "1e-4,3e-4", None, "runs/b=c")
     assert set_options(Opts(), ["init_from="]).init_from is None and set_options(Opts(), ["lr=1"]).lr == 1.0
-    for bad, what in (("steps=1.5", "option steps='1.5': expected int"), ("diagnose=maybe", "expected bool"),
+    assert set_options(Opts(), ["lrs="]).lrs == ""
+    for bad, what in (("steps=1.5", "option steps='1.5': expected int"), ("diagnose=maybe", "expected bool"), ("steps=", "option steps='': expected int"),
                       ("out=null", "option out='null'"), ("stepz=1", "unknown option 'stepz'; options: steps, lr")):
         with pytest.raises(InputError, match=what.replace("(", r"\(")):
             set_options(Opts(), [bad])
