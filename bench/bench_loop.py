@@ -51,6 +51,8 @@ class BenchConfig(ProverBudget):
     ``grpo_steps`` per round."""
 
     out: str = "runs/bench_loop"
+    # another bench-loop folder whose finished round 0 (same round-0 settings) the expert arm reuses
+    round0_from: str | None = None
     seed: int = 0
     rounds: int = 2  # rounds after round 0, the same for both labeller arms
     # The SFT steps are not diagnosed for the loop's SFT recipe (gold proofs plus revision and repair prompts):
@@ -89,8 +91,10 @@ def loop_config(cfg: BenchConfig, arm: str) -> Any:
     shared = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
               if f.name not in ("out", "wandb") and f.name in {g.name for g in dataclasses.fields(LoopConfig)}}
     out = Path(cfg.out)
+    first = str(out / "expert") if arm == "autolabel" else str(Path(cfg.round0_from) / "expert") \
+        if cfg.round0_from else None
     return LoopConfig(**shared, out=str(out / arm), annotator="simulated_expert" if arm == "expert" else "autolabel",
-                      share_round0=str(out / "expert") if arm == "autolabel" else None,
+                      share_round0=first,
                       wandb=WandbConfig(enabled=cfg.wandb, project="proofverifier-loop", mode="auto"))
 
 

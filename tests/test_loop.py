@@ -275,6 +275,18 @@ def test_bench_last_line_has_the_contract_keys_in_order(capsys):
     assert "| autolabel | refused: autolabel: the meta-verifier 'verifier' gave no grade |" in md
 
 
+def test_bench_arms_share_round0_and_pass_the_round_options():
+    """bench-loop's arms: the autolabel arm reuses the expert arm's round 0; ``round0_from`` gives the expert arm
+    another bench folder's round 0; the loop's round options reach both arms."""
+    from bench.bench_loop import BenchConfig, loop_config, parse_options
+
+    cfg = parse_options(["out=runs/b", "round0_from=runs/a", "prover_from=sft", "annotation_weight=2", "budget=96"])
+    e, a = loop_config(cfg, "expert"), loop_config(cfg, "autolabel")
+    assert (e.share_round0, a.share_round0) == ("runs/a/expert", "runs/b/expert")
+    assert {(c.prover_from, c.annotation_weight, c.budget) for c in (e, a)} == {("sft", 2, 96)}
+    assert loop_config(BenchConfig(), "expert").share_round0 is None
+
+
 # ------------------------------------------------------------------ the user's command, with real vLLM servers
 @pytest.mark.slow
 def test_the_loop_command_runs_a_round_through_real_vllm_servers(tmp_path):
