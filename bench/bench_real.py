@@ -168,7 +168,7 @@ class Bench:
 
     # ------------------------------------------------------------------ runs
     def run_config(self, name: str, model: Path, eval_path: Path, train: bool = False, passes: int = 0,
-                   temperature: float | None = None) -> Any:
+                   temperature: float | None = None, endpoint: Any = None) -> Any:
         from eval.stats import BootstrapSpec
         from training.config import (DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, LoraSettings, ModelConfig,
                                      WandbSettings, heldout_judge)
@@ -183,6 +183,8 @@ class Bench:
                         offline=OfflineConfig(dtype="float32", max_model_len=c.max_model_len,
                                               kv_cache_memory_bytes=c.kv_cache, max_num_batched_tokens=c.max_model_len),
                         bootstrap=BootstrapSpec(n=c.bootstrap_n, seed=c.seed))
+        if endpoint is not None:  # judged through a server instead of vllm.LLM
+            ev = dataclasses.replace(ev, engine="endpoint", endpoint=endpoint)
         lora = LoraSettings(enabled=train, r=c.lora_r, alpha=c.lora_alpha)
         return GRPORunConfig(
             experiment_name=name.replace("/", "_"), output_dir=str(self.out / name), train=train,
@@ -203,6 +205,33 @@ class Bench:
 
         rc = self.run_config(name, model, eval_path, train, **judge)
         return self.stage(name, settings_of(rc), lambda: run(rc))
+
+    def served(self, name: str, run_dir: Path, eval_path: Path) -> dict[str, Any]:
+        """A LoRA run as a user serves it (``python -m verifier.serve run_dir=DIR lora=true``: its base model plus
+        the ``final/`` adapter, named ``verifier``), judged through that endpoint on ``eval_path``."""
+        from training.grpo import run
+        from verifier.config import EndpointConfig
+        from verifier.serve import RUN_SERVED_NAME, ServeConfig, VLLMServer, free_port, resolve_run_dir
+
+        c = self.cfg
+        sc = resolve_run_dir(ServeConfig(
+            run_dir=str(run_dir), lora=True, port=free_port(), api_key=None, dtype="float32",
+            max_model_len=c.max_model_len, max_num_batched_tokens=c.max_model_len, kv_cache_memory_bytes=c.kv_cache,
+            log_file=str(self.out / f"{name.replace('/', '_')}_vllm.log"), omp_num_threads=1))
+        ep = EndpointConfig(base_url=f"http://{sc.host}:{sc.port}/v1", model=RUN_SERVED_NAME, max_concurrency=64,
+                            timeout_s=600, max_retries=2)
+        rc = self.run_config(name, run_dir / "final_merged", eval_path, endpoint=ep)
+
+        def work() -> Any:
+            server = VLLMServer(sc).start()
+            try:
+                return run(rc)
+            finally:
+                server.stop()
+
+        # recorded without the endpoint (its port differs per run)
+        return self.stage(name, {**settings_of(self.run_config(name, run_dir / "final_merged", eval_path)),
+                                 "served": {"run_dir": str(run_dir), "lora": True}}, work)
 
     def sft(self, model: Path, trajs: list[Any], every: int = 0) -> Path:
         from training.config import DataConfig, LoraSettings, ModelConfig
@@ -281,6 +310,7 @@ def main(argv: list[str] | None = None) -> None:
     grpo_model = bench.out / "grpo" / "synthetic" / "final_merged"
     if pb:
         bench.judged("grpo/processbench", grpo_model, pb)
+    bench.served("served/synthetic", bench.out / "grpo" / "synthetic", held)  # the adapter through verifier.serve
     from eval.real_model import report
     from verifier.io import load_trajectories
 

@@ -52,15 +52,45 @@ def report(cfg: Any, out: Path, sets: dict[str, list[Any]], timings: dict[str, f
               "rough_f1_ci_low": deltas["synthetic:sft-before"]["rough.balanced_f1"][1],
               "grpo_reward_delta": deltas["synthetic:grpo-sft"]["reward"][0],
               "grpo_delta_ci_low": deltas["synthetic:grpo-sft"]["reward"][1]}
+    served = served_check(sets["synthetic"], out, spec) if (out / "served" / "synthetic" / "metrics.json").is_file() \
+        else None
     doc = {"config": dataclasses.asdict(cfg), "timings_s": timings, "last_line": values, "deltas": deltas,
+           "served": served,
            "rows": {s: {m: {k: v for k, v in row.items() if k != "counts"} for m, row in r.items()}
                     for s, r in rows.items()}}
     (out / "report.json").write_text(json.dumps(doc, indent=1, default=float))
-    md = markdown(cfg, rows, deltas)
+    md = markdown(cfg, rows, deltas) + served_text(served)
     (out / "report.md").write_text(md)
     plot(out, rows)
     print(md)
     return values
+
+
+def served_check(gold: list[Any], out: Path, spec: Any) -> dict[str, Any]:
+    """The GRPO adapter served by ``verifier.serve`` (``OUT/served/synthetic``) against the same weights merged
+    and judged by ``vllm.LLM`` (``OUT/grpo/synthetic``): Rough BF1 through the server, and the share of records
+    whose pessimistic decision, and of passes whose verdict, are the same in both (same prompts and seeds)."""
+    def judgments(d: Path) -> dict[str, Any]:
+        return {j["id"]: j for j in map(json.loads, (d / "heldout" / "judgments.jsonl").open())}
+
+    offline, served = judgments(out / "grpo" / "synthetic"), judgments(out / "served" / "synthetic")
+    ids = [t.id for t in gold if t.id in offline and t.id in served]
+    passes = [(a.get("verdict"), b.get("verdict")) for i in ids
+              for a, b in zip(offline[i]["passes"], served[i]["passes"], strict=False)]
+    r = rows_of(gold, out / "served" / "synthetic", spec)
+    return {"n": len(ids), "same_decision": sum(offline[i]["verdict"] == served[i]["verdict"] for i in ids) / len(ids)
+            if ids else None, "same_pass_verdict": sum(a == b for a, b in passes) / len(passes) if passes else None,
+            "parse_rate": r["parse_rate"], "rough.balanced_f1": r["rough.balanced_f1"], "reward": r["reward"]}
+
+
+def served_text(served: dict[str, Any] | None) -> str:
+    if not served:
+        return ""
+    return ("\nThe GRPO adapter served by `verifier.serve` (base model + LoRA adapter, `lora=true`) and judged through "
+            f"the endpoint, synthetic held-out set: parse {pct(served['parse_rate'])}%, Rough BF1 "
+            f"{ci_text(served['rough.balanced_f1'])}, mean reward {reward_text(served['reward'])}; the same "
+            f"pessimistic decision as the merged weights under `vllm.LLM` on {pct(served['same_decision'])}% of "
+            f"{served['n']} records ({pct(served['same_pass_verdict'])}% of passes).\n")
 
 
 def pct(v: Any) -> str:

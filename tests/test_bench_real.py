@@ -4,6 +4,7 @@ keys, and a bad option is one error before any work. SmolLM2 itself is the bench
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -87,6 +88,12 @@ def test_the_bench_resumes_after_a_kill_and_prints_its_line(tiny_model, tmp_path
         assert row in md, md
     assert (out / "real.png").stat().st_size > 10_000
     assert (out / "grpo" / "synthetic" / "final" / "adapter_config.json").is_file()  # GRPO trained a LoRA adapter
+    # the adapter served by verifier.serve (base + LoRA, lora=true) and judged through the endpoint
+    served = json.loads((out / "report.json").read_text())["served"]
+    assert served["n"] == len((out / "held_out.jsonl").read_text().splitlines()) and served["parse_rate"] is not None
+    assert 0.0 <= served["same_decision"] <= 1.0 and "served by `verifier.serve`" in md
+    cfg = json.loads((out / "served" / "synthetic" / "config.json").read_text())
+    assert cfg["eval"]["engine"] == "endpoint" and cfg["eval"]["endpoint"]["model"] == "verifier", cfg["eval"]
 
 
 def test_the_documented_last_line_is_the_contract():
