@@ -11,7 +11,13 @@ against it):
    ``annotate`` stage (``MetaVerifierSilent``): the arm is reported as refused with the reason and
    ``autolabel_true_acc_final`` is ``nan`` (reports/autolabel_2026-12-07_against_truth.md);
 3. ``gold``: the positive control, prover GRPO from the same SFT prover with the exact checker as the reward
-   (``prover.reward=gold``), as many steps as the loop's prover GRPO in all (``OUT/expert/gold``).
+   (``prover.reward=gold``), as many steps as the final prover's GRPO (``OUT/expert/gold``);
+4. ``sft``: the SFT prover every prover starts from, on the same held-out problems (``OUT/expert/sft``): a final
+   prover below it was damaged by the loop, whatever its gain over round 0.
+
+Every round also checks its new verifier before the prover trains against it (stage ``check``: TPR / TNR on the
+round's own proofs, training problems, exact truth). The settings of the rounds are those of the registered
+from-SFT run (``prover_from=sft budget=96 annotation_weight=2``; reports/loop_2026-12-07_from_sft.md).
 
 Resumable: every stage of every arm records its settings (``training.stages``); re-run the same command after a kill.
 Options as ``key=value`` (``BenchConfig``; the prover's settings are bench-prover's). Writes ``OUT/report.md`` (the
@@ -64,9 +70,12 @@ class BenchConfig(ProverBudget):
     # resolve a gain of ~6 points: reports/prover_2026-12-07_positive_control_fresh.md)
     n_heldout: int = 200
     eval_proofs: int = 8
-    budget: int = 32
-    annotation_weight: int = 1  # copies of each annotated proof in the verifier's retraining data
-    prover_from: str = "previous"  # each round's prover GRPO starts from: previous | sft (round 0's SFT prover)
+    # Rounds: the settings of the registered from-SFT run (reports/loop_2026-12-07_from_sft.md), chosen there from the
+    # training side of the one-round run: a round that continued round 0's prover first had to undo round 0's
+    # hacking, and 32 annotations beside 160 planted records were 17% of the verifier's retraining rows.
+    budget: int = 96
+    annotation_weight: int = 2  # copies of each annotated proof in the verifier's retraining data
+    prover_from: str = "sft"  # each round's prover GRPO starts from: previous | sft (round 0's SFT prover)
     k: int = 2
     verifier_sft_steps: int = 300
     refresh_sft_steps: int = 50
@@ -113,7 +122,8 @@ def _pct(v: Any) -> str:
     return "-" if v is None else f"{100 * v:.1f}"
 
 
-def markdown(cfg: BenchConfig, reports: dict[str, dict[str, Any]], gold: dict[str, Any], seconds: float) -> str:
+def markdown(cfg: BenchConfig, reports: dict[str, dict[str, Any]], gold: dict[str, Any], seconds: float,
+             sft: dict[str, Any] | None = None) -> str:
     out = Path(cfg.out)
     lines = ["# bench-loop: the prover-verifier loop with an expert, without one, and the exact reward", "",
              f"Rounds after round 0: {cfg.rounds}; held-out: {gold.get('n')} proofs ({cfg.eval_proofs} per problem, "
@@ -131,8 +141,13 @@ def markdown(cfg: BenchConfig, reports: dict[str, dict[str, Any]], gold: dict[st
         lines.append(f"| {arm} | {_pct(r0['true_acc'])} | {_pct(fin['true_acc'])} | {_pct(g.get('delta'))} "
                      f"[{_pct(ci[0])}, {_pct(ci[1])}] | {_pct(r0['hacking_rate'])} | {_pct(fin['hacking_rate'])} | "
                      f"{_pct(fin.get('verifier_meta_bf1'))} | {_pct(fin.get('verifier_false_accept'))} |")
-    lines += [f"| gold (exact reward) | | {_pct(gold.get('true_acc'))} | | | {_pct(gold.get('hacking_rate'))} | | |",
-              "", f"Total {seconds / 60:.1f} min (resumed stages not timed). Folder: {out}", ""]
+    lines += [f"| gold (exact reward) | | {_pct(gold.get('true_acc'))} | | | {_pct(gold.get('hacking_rate'))} | | |"]
+    if sft:
+        g = (reports.get("expert") or {}).get("sft_gain") or {}
+        ci = g.get("ci") or [None, None]
+        lines.append(f"| SFT prover (the start) | | {_pct(sft.get('true_acc'))} | expert final - SFT: "
+                     f"{_pct(g.get('delta'))} [{_pct(ci[0])}, {_pct(ci[1])}] | | {_pct(sft.get('hacking_rate'))} | | |")
+    lines += ["", f"Total {seconds / 60:.1f} min (resumed stages not timed). Folder: {out}", ""]
     return "\n".join(lines)
 
 
@@ -141,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     torch.set_num_threads(1)
-    from training.loop import Loop
+    from training.loop import Loop, write_report
 
     t0 = time.monotonic()
     reports = {}
@@ -153,8 +168,12 @@ def main(argv: list[str] | None = None) -> None:
             print(f"[bench-loop] arm {arm} refused: {e}", flush=True)
             reports[arm] = {"refused": str(e), "rounds": [{}], "true_gain": {}}
     print("[bench-loop] arm gold (prover GRPO with the exact checker as reward)", flush=True)
-    gold = Loop(loop_config(cfg, "expert")).gold_control()
-    md = markdown(cfg, reports, gold, time.monotonic() - t0)
+    expert = Loop(loop_config(cfg, "expert"))
+    gold = expert.gold_control()
+    print("[bench-loop] the SFT prover (every prover's start) on the held-out problems", flush=True)
+    sft = expert.sft_control()
+    reports["expert"] = write_report(expert.out, cfg.rounds, cfg.bootstrap_n, cfg.seed)  # with both controls
+    md = markdown(cfg, reports, gold, time.monotonic() - t0, sft)
     (Path(cfg.out) / "report.md").write_text(md)
     print(md)
     last_line(*line_values(reports["expert"], reports["autolabel"], gold, cfg.rounds))

@@ -156,16 +156,74 @@ def test_two_rounds_write_heldout_and_report(two_rounds):
         assert set(HELDOUT_KEYS) <= set(doc) and doc["round"] == r, doc.keys()
         assert doc["n"] == 6 and 0.0 <= doc["true_acc"] <= 1.0 and "exploit_rate" in doc
         stages = ("prover_sft", "verifier", "prover", "heldout") if r == 0 else (
-            "proofs", "selection", "annotate", "augment", "verifier", "prover", "heldout")
+            "proofs", "selection", "annotate", "augment", "verifier", "check", "prover", "heldout")
         for s in stages:
             assert (out / f"round_{r}" / s / "loop_done.json").is_file(), (r, s)
     ann = json.loads((out / "round_1" / "annotate" / "result.json").read_text())
     assert ann["labelled"] >= 1 and (out / "round_1" / "annotate" / "expert" / "export.json").is_file()
     v2 = json.loads((out / "round_2" / "verifier" / "result.json").read_text())
     assert v2["extra"] >= 2 and v2["variant"] in ("extra_ann", "pos_aug")  # rounds 1 and 2's annotations
+    # the check before the prover trains: both verifiers on the round's 3 proofs (k=1), exact truth for each
+    chk = json.loads((out / "round_1" / "check" / "result.json").read_text())
+    cands = [json.loads(x) for x in (out / "round_1" / "proofs" / "candidates.jsonl").open()]
+    from data_pipeline.synthetic_check import check_proof
+    n_true = sum(check_proof(c["problem"], c["proof_steps"]).true for c in cands)
+    for v in ("new", "previous"):
+        ex, an = chk[v]["exact"], chk[v]["annotation"]
+        assert (ex["true"], ex["false"], chk[v]["not_judged"]) == (n_true, len(cands) - n_true, 0), chk
+        assert an["true"] + an["false"] == ann["labelled"] and an["unlabelled"] == len(cands) - ann["labelled"]
+        assert (out / "round_1" / "check" / f"judgments_{v}.jsonl").is_file()
+    r1 = json.loads((out / "round_1" / "verifier" / "result.json").read_text())["verifier"]
+    r0 = json.loads((out / "round_0" / "verifier" / "result.json").read_text())["verifier"]
+    assert (chk["new"]["model"], chk["previous"]["model"]) == (r1, r0) and r1 != r0
+    h1 = json.loads((out / "round_1" / "heldout.json").read_text())
+    assert h1["check_tpr"] == chk["new"]["exact"]["tpr"] and h1["check_previous_tnr"] == chk["previous"]["exact"]["tnr"]
     md = (out / "report.md").read_text()
-    assert "| round |" in md and md.count("\n| 2 |") == 1 and "paired on 6 proofs" in md
+    assert "| round |" in md and md.count("\n| 2 |") == 1 and "paired on 6 proofs" in md and "check TPR %" in md
     assert (out / "loop.png").stat().st_size > 1000 and report["true_gain"]["n"] == 6 and report["true_gain"]["problems"] == 3
+
+
+def test_decision_rates_on_hand_made_judgments():
+    """``decision_rates``: decisions and single passes against labels; unlabelled proofs left out and counted."""
+    from training.loop import decision_rates
+    from verifier.aggregate import AggregationPolicy, aggregate
+    from verifier.judgment import Judgment
+    from verifier.parser import format_verification, parse_verification
+
+    def j(*passes: str) -> Judgment:
+        outs = [parse_verification(format_verification(p, -1 if p == "valid" else 0, "r")) for p in passes]
+        return Judgment("x", aggregate(outs, AggregationPolicy(n=len(outs))), outs, n=len(outs))
+
+    js = [j("valid", "valid"), j("valid", "invalid"), j("invalid", "invalid"), j("valid", "valid"),
+          j("invalid", "invalid"), j("valid", "valid")]
+    r = decision_rates(js, [True, True, False, False, False, None])
+    assert (r["true"], r["false"], r["unlabelled"]) == (2, 3, 1)
+    assert (r["tpr"], r["tnr"]) == (0.5, 2 / 3)  # all-valid passes accept: 1 of 2 true proofs, 1 of 3 false ones
+    assert (r["pass_tpr"], r["pass_tnr"]) == (0.75, 4 / 6)  # 3 of 4 passes on true proofs accept, 4 of 6 on false reject
+    assert (r["accept_true"], r["accept_false"]) == (0.75, 2 / 6)
+    empty = decision_rates([], [])
+    assert empty["tpr"] is None and empty["true"] == 0
+
+
+def test_sft_control_is_in_the_report(two_rounds, stand_in):
+    """The SFT prover on the held-out problems (``OUT/sft``), in the report beside the rounds, with the last round's
+    paired gain over it; resumed, not redone."""
+    from training.loop import Loop, write_report
+
+    out, _ = two_rounds
+    cfg = json.loads((out / "round_0" / "prover_sft" / "loop_done.json").read_text())
+    loop = Loop(_cfg(out, Path(cfg["base_model"]), rounds=2), serve=_serve(stand_in))
+    doc = loop.sft_control()
+    assert doc["arm"] == "sft" and doc["n"] == 6 and set(doc["per_proof"]) == set(
+        json.loads((out / "round_2" / "heldout.json").read_text())["per_proof"])
+    served = json.loads((out / "sft" / "heldout" / "proofs.jsonl").open().readline())
+    assert served["problem"] in {json.loads(x)["problem"] for x in (out / "problems" / "held_out.jsonl").open()}
+    mtime = (out / "sft" / "loop_done.json").stat().st_mtime_ns
+    assert loop.sft_control()["true_acc"] == doc["true_acc"] and (out / "sft" / "loop_done.json").stat().st_mtime_ns == mtime
+    rep = write_report(out, 2, 20, 0)
+    assert rep["sft_gain"]["n"] == 6 and rep["controls"]["sft"]["true_acc"] == doc["true_acc"]
+    md = (out / "report.md").read_text()
+    assert "| sft (control) |" in md and "last round - sft control" in md
 
 
 # ------------------------------------------------------------------ (iii) killed half-way, resumed
@@ -201,7 +259,7 @@ def test_killed_half_way_resumes_without_redoing_stages(two_rounds, tiny_model, 
     assert not (out / "round_1" / "heldout.json").exists()
     assert (out / "round_0").is_symlink()  # round 0 shared with the 2-round loop (same round-0 settings)
     # the kill lands at or after selection; a fast stage (autolabel, augment) may have finished before it did
-    stages = ("proofs", "selection", "annotate", "augment", "verifier", "prover", "heldout")
+    stages = ("proofs", "selection", "annotate", "augment", "verifier", "check", "prover", "heldout")
     done = {s: (out / "round_1" / s / "loop_done.json").stat().st_mtime_ns for s in stages
             if (out / "round_1" / s / "loop_done.json").is_file()}
     assert {"proofs", "selection"} <= set(done) and "heldout" not in done, done

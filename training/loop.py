@@ -56,7 +56,7 @@ from data_pipeline.selection import run as select_run
 from data_pipeline.simulated_expert import SimulatedExpertConfig
 from data_pipeline.simulated_expert import run as simulate
 from data_pipeline.synthetic import generate_synthetic
-from data_pipeline.synthetic_check import gold_proof
+from data_pipeline.synthetic_check import check_proof, gold_proof
 from eval.metrics import Prediction, ScoreOptions, score_predictions
 from eval.stats import BootstrapSpec, mean_delta_ci
 from eval.verifierbench import representative_pass
@@ -76,9 +76,11 @@ from verifier.formats import load_any, load_proofbench_problems
 from verifier.identity import ProblemIndex
 from verifier.io import load_trajectories, write_jsonl
 from verifier.judging import JudgeConfig
-from verifier.judgment import load_judgments
+from verifier.engine import OpenAIEngine
+from verifier.judgment import Judgment, load_judgments
 from verifier.meta_verifier import RuleMetaVerifier
 from verifier.records import ProofTrajectory, Verdict
+from verifier.runner import judge as judge_records
 from verifier.results import WandbConfig, figure, init_run, md_table, save_figure, write_markdown
 from verifier.serve import ServeConfig, VLLMServer, free_port
 from verifier.templates import as_messages, verification_prompt
@@ -86,7 +88,7 @@ from verifier.tiny_model import TinyModelConfig, build
 
 ANNOTATORS = ("simulated_expert", "autolabel")  # or export:PATH
 ROUND0_STAGES = ("prover_sft", "verifier", "prover", "heldout")
-ROUND_STAGES = ("proofs", "selection", "annotate", "augment", "verifier", "prover", "heldout")
+ROUND_STAGES = ("proofs", "selection", "annotate", "augment", "verifier", "check", "prover", "heldout")
 # options that change no stage's work (left out of every stage's recorded settings)
 RUN_KEYS = ("out", "resume", "progress", "wandb", "share_round0", "rounds")
 # options of the rounds r >= 1 only (round 0 ignores them, so two loops may share one round 0: share_round0)
@@ -208,6 +210,38 @@ def weight_records(trajs: Sequence[ProofTrajectory], ids: set[str], weight: int)
         if t.id in ids:
             out += [dataclasses.replace(t, id=f"{t.id}#w{i}") for i in range(1, weight)]
     return out
+
+
+def decision_rates(judgments: Sequence[Judgment], labels: Sequence[bool | None]) -> dict[str, Any]:
+    """How a verifier separates true from false proofs: TPR / TNR of its decisions (the judge's aggregation of its
+    passes, as the prover's reward takes them), TPR / TNR of its single passes, and its mean acceptance fraction on
+    true and on false proofs (what a ``mean`` reward pays). ``labels``: True (valid), False (invalid) or None (not
+    labelled, left out and counted)."""
+    c: dict[str, float] = {"true": 0, "false": 0, "unlabelled": 0, "dec_t": 0, "dec_f": 0, "pass_t": 0, "pass_f": 0,
+                           "n_pass_t": 0, "n_pass_f": 0}
+    for j, lab in zip(judgments, labels, strict=True):
+        if lab is None:
+            c["unlabelled"] += 1
+            continue
+        side = "t" if lab else "f"
+        c["true" if lab else "false"] += 1
+        c[f"dec_{side}"] += j.verdict is Verdict.VALID
+        c[f"pass_{side}"] += sum(p.verdict is Verdict.VALID for p in j.passes)
+        c[f"n_pass_{side}"] += len(j.passes)
+
+    def rate(a: float, b: float) -> float | None:
+        return a / b if b else None
+
+    return {"true": int(c["true"]), "false": int(c["false"]), "unlabelled": int(c["unlabelled"]),
+            "tpr": rate(c["dec_t"], c["true"]), "tnr": rate(c["false"] - c["dec_f"], c["false"]),
+            "pass_tpr": rate(c["pass_t"], c["n_pass_t"]), "pass_tnr": rate(c["n_pass_f"] - c["pass_f"], c["n_pass_f"]),
+            "accept_true": rate(c["pass_t"], c["n_pass_t"]), "accept_false": rate(c["pass_f"], c["n_pass_f"])}
+
+
+def exact_truth(t: ProofTrajectory) -> bool | None:
+    """The exact checker's verdict on a proof of a synthetic problem; None for any other problem."""
+    c = check_proof(t.problem, t.proof_steps)
+    return None if c.kind == "not_a_problem" else c.true
 
 
 def check_disjoint(sets: Mapping[str, Sequence[Any]]) -> None:
@@ -569,6 +603,35 @@ class Loop:
         return {"verifier": model, "variant": variant, "data": counts, "extra": len(extra),
                 "positives": len(positives)}
 
+    def check(self, d: Path, r: int, previous: str, verifier: str, records: str | None) -> dict[str, Any]:
+        """Before the prover trains against it: how the round's new verifier, beside the one before it, decides the
+        round's proofs of stage (a) under the prover's reward judge (``reward_passes`` pessimistic passes); rates
+        (``decision_rates``) on the annotated proofs by their annotation (what a user has; they are in the new
+        verifier's training data) and on every proof by the exact checker where the task is synthetic. Training
+        problems only: no held-out proof is judged here."""
+        c = self.cfg
+        trajs = load_trajectories(self.out / f"round_{r}" / "proofs" / "candidates.jsonl").records
+        annotated: dict[str, bool] = {}
+        if records:
+            annotated = {t.id: t.annotation.is_valid for t in load_any(records).records if t.annotation is not None}
+        truth = [exact_truth(t) for t in trajs]
+        out: dict[str, Any] = {"proofs": len(trajs), "annotated": len(annotated)}
+        for name, model in (("new", verifier), ("previous", previous)):
+            res = judge_records(trajs, OpenAIEngine(self.endpoint("verifier", model)), self.judge(c.reward_passes),
+                                d / f"judgments_{name}.jsonl", progress=c.progress)
+            judged = res.judged()  # resumed and new; a proof whose judging failed is absent (counted)
+            keep = [i for i, t in enumerate(trajs) if t.id in judged]
+            js = [judged[trajs[i].id] for i in keep]
+            out[name] = {"model": model, "not_judged": len(trajs) - len(keep),
+                         "annotation": decision_rates(js, [annotated.get(trajs[i].id) for i in keep]),
+                         "exact": decision_rates(js, [truth[i] for i in keep])}
+        n, p = out["new"]["exact"], out["previous"]["exact"]
+        if n["true"] and n["false"]:
+            self.log(f"round {r} check (reward judge, exact truth, round {r} proofs): new verifier TPR "
+                     f"{_pct(n['tpr'])} TNR {_pct(n['tnr'])} (per pass {_pct(n['pass_tpr'])}/{_pct(n['pass_tnr'])}); "
+                     f"previous TPR {_pct(p['tpr'])} TNR {_pct(p['tnr'])}")
+        return out
+
     def refresh(self, d: Path, trajs: Sequence[Any], verifier: str) -> str:
         """SFT refresh of the current verifier on the grown data: planted records with the warm start's gold texts,
         annotated proofs with a one-sentence target naming the first fatal step (``training.sft.gold_text``)."""
@@ -638,10 +701,15 @@ class Loop:
         ann = self.stage(r, "annotate", lambda d: self.annotate(d, r, verifier, Path(sel["queue"])))
         self.stage(r, "augment", lambda d: self.augment(d, r, prover, verifier, ann.get("records")))
         v = self.stage(r, "verifier", lambda d: self.retrain(d, r, verifier))
+        chk = self.stage(r, "check", lambda d: self.check(d, r, verifier, v["verifier"], ann.get("records")))
         g = self.stage(r, "prover", lambda d: self.prover_stage(d, r, start, v["verifier"]))
+        ex = chk["new"]["exact"]
         self.stage(r, "heldout", lambda d: self.heldout(d, r, rd / "prover", {
             "exploit_rate": g.get("exploit_rate"), "annotated": ann.get("labelled"), "variant": v.get("variant"),
-            "verifier_data_rows": (v.get("data") or {}).get("rows"), "positives": v.get("positives")}))
+            "verifier_data_rows": (v.get("data") or {}).get("rows"), "positives": v.get("positives"),
+            "check_tpr": ex["tpr"], "check_tnr": ex["tnr"], "check_pass_tpr": ex["pass_tpr"],
+            "check_pass_tnr": ex["pass_tnr"], "check_previous_tpr": chk["previous"]["exact"]["tpr"],
+            "check_previous_tnr": chk["previous"]["exact"]["tnr"]}))
         return {"prover": g["prover"], "verifier": v["verifier"]}
 
     def check_markers(self) -> None:
@@ -692,6 +760,31 @@ class Loop:
         doc = {"arm": "gold", **score_heldout(d / "heldout", c.bootstrap_n, c.seed)}
         (d / "heldout.json").write_text(json.dumps(doc, indent=1, default=str))
         mark_done(marker, settings)
+        return doc
+
+    def sft_control(self) -> dict[str, Any]:
+        """The start of every prover (``OUT/sft/``): round 0's SFT prover on the held-out problems, its proofs judged
+        by the first verifier, as a round is. A loop whose prover ends below it taught the prover nothing, whatever
+        its gain over round 0. Needs round 0."""
+        c = self.cfg
+        d = self.out / "sft"
+        marker = d / "loop_done.json"
+        if done_stage(marker, self.round0_settings, c.resume):
+            self.log("sft: resumed (finished with these settings)")
+            return json.loads((d / "heldout.json").read_text())
+        r0 = self.round0()
+        d.mkdir(parents=True, exist_ok=True)
+        self.log("sft: the SFT prover on the held-out problems")
+        try:
+            self.keep(r0["verifier"])
+            rc = self.prover_run_config("sft", d, r0["prover_sft"], self.problems_file("held-out"),
+                                        self.endpoint("verifier", r0["verifier"]))
+            self.evaluate(d, rc.prover, r0["prover_sft"], r0["verifier"], "sft")
+        finally:
+            self.stop_servers()
+        doc = {"arm": "sft", **score_heldout(d / "heldout", c.bootstrap_n, c.seed)}
+        (d / "heldout.json").write_text(json.dumps(doc, indent=1, default=str))
+        mark_done(marker, self.round0_settings)
         return doc
 
 
@@ -765,24 +858,38 @@ def write_report(out: Path, rounds: int, bootstrap_n: int = 1000, seed: int = 0)
     r0, final = docs[0], docs[-1]
     gain = paired_gain(final["per_proof"], r0["per_proof"], 0, bootstrap_n, seed)
     accept_gain = paired_gain(final["per_proof"], r0["per_proof"], 1, bootstrap_n, seed)
+    controls = {arm: json.loads((out / arm / "heldout.json").read_text()) for arm in ("sft", "gold")
+                if (out / arm / "heldout.json").is_file()}
     rows = [[d["round"], d.get("annotated", "-") if d["round"] else "-", d.get("verifier_data_rows") or "-",
              _pct(d["true_acc"]), _pct(d["accept"]), _pct(d["hacking_rate"]), _pct(d.get("exploit_rate")),
              _pct(d.get("verifier_rough_bf1")), _pct(d.get("verifier_meta_bf1")),
-             _pct(d.get("verifier_false_accept"))] for d in docs]
+             _pct(d.get("verifier_false_accept")), _pct(d.get("check_tpr")), _pct(d.get("check_tnr"))] for d in docs]
+    rows += [[f"{arm} (control)", "-", "-", _pct(d["true_acc"]), _pct(d["accept"]), _pct(d["hacking_rate"]), "-",
+              _pct(d.get("verifier_rough_bf1")), _pct(d.get("verifier_meta_bf1")),
+              _pct(d.get("verifier_false_accept")), "-", "-"] for arm, d in controls.items()]
+    vs = {f"{arm}_gain": paired_gain(final["per_proof"], d["per_proof"], 0, bootstrap_n, seed)
+          for arm, d in controls.items()}
     ci = gain["ci"]
     lines = [f"# The prover-verifier loop: {out.name}", "",
              f"Held-out: {r0['n']} prover proofs per round (problems in no training set), judged by that round's "
              "verifier with pessimistic passes; true = the exact checker; hacking = accepted but false (share of all "
              "proofs); exploit = the hack audit's share of reward-accepted proofs the checker rejects during the "
              "round's prover GRPO; the verifier's Balanced F1 and false acceptance are on the same proofs.", "",
+             "Check TPR / TNR: before the prover trains, the round's new verifier on the round's own proofs "
+             "(training problems, the reward's judge, exact truth). Controls: the SFT prover every prover starts "
+             "from, and prover GRPO with the exact checker as reward, each judged by the first verifier.", "",
              *md_table(["round", "annotated", "verifier data", "true %", "accepted %", "hacking %", "exploit %",
-                        "Rough BF1", "Meta BF1", "false accepted %"], rows), "",
+                        "Rough BF1", "Meta BF1", "false accepted %", "check TPR %", "check TNR %"], rows), "",
              (f"True accuracy, last round - round 0: {_pct(gain['delta'])} points "
               f"(95% CI [{_pct(ci[0])}, {_pct(ci[1])}], paired on {gain['n']} proofs, clustered by problem); "
-              f"acceptance: {_pct(accept_gain['delta'])} points.") if gain["n"] else "No paired proofs.", ""]
+              f"acceptance: {_pct(accept_gain['delta'])} points.") if gain["n"] else "No paired proofs.",
+             *[f"True accuracy, last round - {k[:-5]} control: {_pct(g['delta'])} points (95% CI "
+               f"[{_pct(g['ci'][0])}, {_pct(g['ci'][1])}], paired on {g['n']} proofs)." for k, g in vs.items()
+               if g["n"]], ""]
     write_markdown(out, lines)
     report = {"rounds": [{k: v for k, v in d.items() if k != "per_proof"} for d in docs],
-              "true_gain": gain, "accept_gain": accept_gain}
+              "true_gain": gain, "accept_gain": accept_gain, **vs,
+              "controls": {a: {k: v for k, v in d.items() if k != "per_proof"} for a, d in controls.items()}}
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
     fig, _ = figure((9.0, 3.4))
     fig.clf()
@@ -790,6 +897,8 @@ def write_report(out: Path, rounds: int, bootstrap_n: int = 1000, seed: int = 0)
     xs = [d["round"] for d in docs]
     for key, lab in (("true_acc", "true"), ("accept", "accepted"), ("hacking_rate", "hacking")):
         a1.plot(xs, [100 * (d.get(key) or 0) for d in docs], "o-", label=lab)
+    for (arm, d), style in zip(controls.items(), (":", "--"), strict=False):
+        a1.axhline(100 * (d.get("true_acc") or 0), color="grey", ls=style, lw=1, label=f"true, {arm} control")
     a1.set_xlabel("round")
     a1.set_ylabel("prover, held-out %")
     a1.legend(fontsize=7)
