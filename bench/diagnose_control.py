@@ -17,12 +17,19 @@ GRPO problems (never the held-out set), with ``bench/bench_prover.py``'s task, m
    the highest lower CI bound of the dev gain.
 
 Dev problems: ``n_problems`` of the bench's GRPO problems (seed + 2), in neither the prover's SFT set nor any
-diagnosis GRPO run; the remaining GRPO problems train. The held-out problems are not read. Generation is Hugging
+diagnosis GRPO run; the remaining GRPO problems train. The held-out problems are not read.
+
+``recipe=loop`` diagnoses ``make bench-loop``'s prover instead (``training.loop``): its SFT data (gold proofs plus
+revision and repair prompts, ``synthetic_recipes.prover_sft_rows``) and its problem sets (``training.loop.
+problem_sets`` at bench-loop's sizes: 200 held-out, 64 per round, 2 rounds): GRPO trains on round 0's problems, dev
+is rounds 1 and 2's (training problems of the loop; its held-out problems are not read). With the loop's
+``prover_sft_steps`` the final checkpoint is the loop's SFT prover. ``warm``: the warm starts of step 2,
+comma-separated SFT steps or ``best`` (the checkpoint with the most mixed groups). Generation is Hugging
 Face ``generate`` (``training.diagnostics.hf_samples``). Resumable: the SFT and each (lr, batch, steps) GRPO run
 are skipped when their final weights are there. Writes OUT/control_b<grpo_batch>_s<grpo_steps>.{json,png}; last line
 ``control_sft_steps=<n> control_lr=<r> dev_true_before=<r> dev_true_after=<r> dev_gain=<r> dev_gain_ci_low=<r>
 seconds=<n>``. Options as ``key=value``: every ``bench.common.ProverHackingConfig`` field plus ``every``, ``n_problems``, ``from_step``
-and ``lrs`` (comma-separated).
+``lrs`` (comma-separated), ``recipe`` (gold | loop) and ``warm``.
 """
 
 from __future__ import annotations
@@ -40,7 +47,8 @@ from bench.common import InputError, ProverHackingConfig, environment, last_line
 
 environment(wandb=True)
 
-OWN = {"every": "400", "n_problems": "48", "from_step": "800", "lrs": "1e-4,3e-4,1e-3"}
+OWN = {"every": "400", "n_problems": "48", "from_step": "800", "lrs": "1e-4,3e-4,1e-3", "recipe": "gold",
+       "warm": "best"}
 LINE_FORMATS = {"control_sft_steps": "d", "control_lr": "g", "seconds": "d"}
 
 
@@ -61,7 +69,41 @@ def parse(argv: list[str]) -> tuple[ProverHackingConfig, dict[str, str]]:
         raise InputError(f"every / n_problems / from_step: integers, lrs: numbers separated by commas ({e})") from None
     if every < 1 or n < 8 or not 0 < frm <= cfg.prover_sft_steps:
         raise InputError(f"every >= 1, n_problems >= 8, 0 < from_step <= prover_sft_steps (got {every}, {n}, {frm})")
+    if own["recipe"] not in ("gold", "loop"):
+        raise InputError(f"recipe: gold (bench-prover's SFT and problems) or loop (bench-loop's); got {own['recipe']!r}")
+    for w in own["warm"].split(","):
+        if w != "best" and not (w.isdigit() and frm <= int(w) <= cfg.prover_sft_steps and
+                                (int(w) % every == 0 or int(w) == cfg.prover_sft_steps)):
+            raise InputError(f"warm: 'best' or SFT steps among the checkpoints (multiples of every={every} from "
+                             f"from_step={frm} to prover_sft_steps={cfg.prover_sft_steps}), comma-separated; got {w!r}")
     return cfg, own
+
+
+def problems(cfg: ProverHackingConfig, recipe: str, n_dev: int) -> tuple[list[Any], list[Any], list[Any], Any]:
+    """The prover's SFT problems, GRPO problems and dev problems, and the SFT rows' builder, of ``recipe``."""
+    from data_pipeline.synthetic_check import gold_proof, proof_text
+    from training.prover_reward import problem_rows, synthetic_problems
+
+    if recipe == "loop":
+        from data_pipeline.synthetic_recipes import prover_sft_rows
+        from training.loop import LoopConfig, problem_sets
+
+        sets = problem_sets(LoopConfig(seed=cfg.seed, n_prover_sft=cfg.n_prover_sft, n_heldout=200,
+                                       n_round_problems=64, min_steps=cfg.min_steps, max_steps=cfg.max_steps,
+                                       max_operand=cfg.max_operand), rounds=2)
+        return (sets["prover SFT"], sets["round 0"], sets["round 1"] + sets["round 2"],
+                lambda ps: prover_sft_rows(ps, cfg.seed + 1))
+
+    def gold_rows(ps: list[Any]) -> list[dict[str, Any]]:
+        return [{"prompt": r["prompt"], "completion": [{"role": "assistant", "content": proof_text(gold_proof(p.problem))}]}
+                for r, p in zip(problem_rows(ps), ps)]
+
+    task = {"min_steps": cfg.min_steps, "max_steps": cfg.max_steps, "max_operand": cfg.max_operand,
+            "recoverable_rate": 0.0, "qe_fraction": 0.0, "subjects": cfg.subjects.split(",")}
+    sft_problems = synthetic_problems(cfg.n_prover_sft, cfg.seed + 1, **task)  # the bench's seeds
+    seen = {p.problem for p in sft_problems}
+    grpo_all = [p for p in synthetic_problems(cfg.n_grpo, cfg.seed + 2, **task) if p.problem not in seen]
+    return sft_problems, grpo_all[n_dev:], grpo_all[:n_dev], gold_rows
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -72,12 +114,10 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     from datasets import Dataset
 
-    from data_pipeline.synthetic_check import check_proof, gold_proof, proof_text
-    from eval.stats import BootstrapSpec, mean_delta_ci
-    from training.config import DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings
+    from data_pipeline.synthetic_check import check_proof
+    from training.config import ModelConfig
     from training.diagnostics import hf_samples
-    from training.grpo import run
-    from training.prover_reward import ProverRLConfig, problem_rows, synthetic_problems
+    from training.prover_reward import problem_rows
     from training.sft import SFTRunConfig, sft_train
     from verifier.io import write_jsonl
     from verifier.results import WandbConfig, figure, save_figure
@@ -87,13 +127,9 @@ def main(argv: list[str] | None = None) -> None:
     t_start = time.monotonic()
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    task = {"min_steps": cfg.min_steps, "max_steps": cfg.max_steps, "max_operand": cfg.max_operand,
-            "recoverable_rate": 0.0, "qe_fraction": 0.0, "subjects": cfg.subjects.split(",")}
-    sft_problems = synthetic_problems(cfg.n_prover_sft, cfg.seed + 1, **task)  # the bench's seeds
-    seen = {p.problem for p in sft_problems}
-    grpo_all = [p for p in synthetic_problems(cfg.n_grpo, cfg.seed + 2, **task) if p.problem not in seen]
-    dev, train = grpo_all[:n_dev], grpo_all[n_dev:]
-    print(f"[control] {len(sft_problems)} SFT, {len(train)} GRPO, {len(dev)} dev problems (the bench's GRPO "
+    recipe = own["recipe"]
+    sft_problems, train, dev, sft_rows = problems(cfg, recipe, n_dev)
+    print(f"[control] {recipe} recipe: {len(sft_problems)} SFT, {len(train)} GRPO, {len(dev)} dev problems (training "
           "problems; the held-out set is not read)", flush=True)
     write_jsonl(out / "train_problems.jsonl", [dataclasses.asdict(p) for p in train])
     write_jsonl(out / "dev_problems.jsonl", [dataclasses.asdict(p) for p in dev])
@@ -102,18 +138,21 @@ def main(argv: list[str] | None = None) -> None:
     dev_rep = [p for p in dev for _ in range(k)]
 
     def dev_true(model_dir: Path) -> list[int]:
+        """The exact truth of ``num_generations`` samples per dev problem (kept beside the weights: resumable)."""
+        cache = Path(model_dir) / f"dev_true_{recipe}_n{len(dev)}_seed{cfg.seed}.json"
+        if cache.is_file():
+            return json.loads(cache.read_text())
         texts = hf_samples(model_dir, dev_prompts, cfg.temperature, cfg.max_completion_length, seed=cfg.seed)
-        return [int(check_proof(p.problem, split_proof_steps(t)).true) for p, (t, _f) in zip(dev_rep, texts)]
+        t = [int(check_proof(p.problem, split_proof_steps(t)).true) for p, (t, _f) in zip(dev_rep, texts)]
+        cache.write_text(json.dumps(t))
+        return t
 
     # 1. prover SFT budget -> dev true rate and mixed groups at the GRPO temperature
     sft_dir = out / "prover_sft"
     if not (sft_dir / "final" / "config.json").is_file():
         model_dir = build(TinyModelConfig(out=str(out / "model"), seed=cfg.seed, hidden_size=cfg.hidden_size,
                                           num_layers=cfg.num_layers, intermediate_size=cfg.intermediate_size))
-        rows = problem_rows(sft_problems)
-        for r, p in zip(rows, sft_problems):
-            r["completion"] = [{"role": "assistant", "content": proof_text(gold_proof(p.problem))}]
-        ds = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in rows])
+        ds = Dataset.from_list(sft_rows(sft_problems))
         sft_train(SFTRunConfig(wandb=WandbConfig(enabled=False), output_dir=str(sft_dir),
             model=ModelConfig(name_or_path=str(model_dir)), max_steps=cfg.prover_sft_steps,
             per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.prover_sft_lr, warmup_steps=5,
@@ -133,55 +172,71 @@ def main(argv: list[str] | None = None) -> None:
         print(f"[control] SFT step {step}: dev true {100 * doc['sft'][-1]['dev_true']:.1f}% at T {cfg.temperature}, "
               f"groups with a gradient {doc['sft'][-1]['mixed_groups']}/{len(groups)}", flush=True)
     best = max(doc["sft"], key=lambda e: (e["mixed_groups"], -e["step"]))  # most gradient; ties: the earlier
-    warm = ckpts[best["step"]]
     doc["warm_start"] = best["step"]
-    before = per_ckpt[best["step"]]
+    warms = list(dict.fromkeys(best["step"] if w == "best" else int(w) for w in own["warm"].split(",")))
     clusters = [p.id for p in dev_rep]
 
-    # 2. gold-reward GRPO from the warm start, one run per learning rate
-    for lr in own["lrs"].split(","):
-        name = f"grpo_lr{lr}_b{cfg.grpo_batch}_s{cfg.grpo_steps}"
-        rc = GRPORunConfig(
-            experiment_name=name, output_dir=str(out / name), train=True, init_from=str(warm),
-            model=ModelConfig(name_or_path=str(warm)),
-            data=DataConfig(source="synthetic", n_train=len(train), n_eval=len(dev), seed=cfg.seed),
-            grpo=GRPOSettings(max_steps=cfg.grpo_steps, per_device_train_batch_size=cfg.grpo_batch,
-                              num_generations=k, max_completion_length=cfg.max_completion_length,
-                              learning_rate=float(lr), temperature=cfg.temperature, save_steps=10_000, beta=0.0,
-                              gradient_accumulation_steps=1, warmup_steps=0, bf16=False, logging_steps=1,
-                              seed=cfg.seed, log_completions=False),
-            eval=EvalConfig(enabled=False), wandb=WandbSettings(enabled=False),
-            prover=ProverRLConfig(enabled=True, reward="gold", problems=str(out / "train_problems.jsonl"),
-                                  eval_problems=str(out / "dev_problems.jsonl")))
-        if not (out / name / "final" / "config.json").is_file():
-            t0 = time.monotonic()
-            run(rc)
-            print(f"[control] GRPO lr {lr}: {time.monotonic() - t0:.0f}s", flush=True)
-        after = dev_true(out / name / "final")
-        d, lo, hi = mean_delta_ci(after, before, clusters, BootstrapSpec(n=2000, seed=cfg.seed))
-        logs = [e for e in json.loads((out / name / "train_log.json").read_text()) if e.get("prover/true_rate") is not None]
-        q = max(1, len(logs) // 4)
-        curve = [e["prover/true_rate"] for e in logs]
-        doc["lrs"].append({"lr": float(lr), "dev_true_after": sum(after) / len(after), "dev_gain": d, "ci": [lo, hi],
-                           "train_true_first": sum(curve[:q]) / q, "train_true_last": sum(curve[-q:]) / q,
-                           "curve": curve})
-        print(f"[control] GRPO lr {lr}: dev true {100 * sum(before) / len(before):.1f}% -> "
-              f"{100 * sum(after) / len(after):.1f}% ({100 * d:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]); training "
-              f"batches {100 * doc['lrs'][-1]['train_true_first']:.1f}% -> {100 * doc['lrs'][-1]['train_true_last']:.1f}%",
-              flush=True)
+    # 2. gold-reward GRPO from each warm start, one run per learning rate
+    for step in warms:
+        before = per_ckpt[step]
+        for lr in own["lrs"].split(","):
+            # bench-prover's folder names for its one warm start; the loop recipe's name theirs
+            name = f"grpo_lr{lr}_b{cfg.grpo_batch}_s{cfg.grpo_steps}" + (f"_w{step}" if recipe == "loop" else "")
+            doc["lrs"].append(gold_grpo(cfg, out, name, ckpts[step], float(lr), len(train), len(dev), dev_true,
+                                        before, clusters) | {"warm": step})
     chosen = max(doc["lrs"], key=lambda e: e["ci"][0])
-    doc["chosen"] = {"sft_steps": best["step"], "lr": chosen["lr"]}
+    doc["chosen"] = {"sft_steps": chosen["warm"], "lr": chosen["lr"]}
     doc["seconds"] = round(time.monotonic() - t_start)
-    stem = f"control_b{cfg.grpo_batch}_s{cfg.grpo_steps}"  # one file per GRPO budget
+    stem = f"control{'_loop' if recipe == 'loop' else ''}_b{cfg.grpo_batch}_s{cfg.grpo_steps}"  # one per budget
     (out / f"{stem}.json").write_text(json.dumps(doc, indent=1))
     _plot(doc, out / f"{stem}.png", figure, save_figure)
     print(f"wrote {out / stem}.json, {out / stem}.png; {doc['seconds']}s")
     last_line(line_values(doc), formats=LINE_FORMATS)
 
 
+def gold_grpo(cfg: ProverHackingConfig, out: Path, name: str, warm: Path, lr: float, n_train: int, n_dev: int,
+              dev_true: Any, before: list[int], clusters: list[str]) -> dict[str, Any]:
+    """Gold-reward GRPO from ``warm`` at ``lr`` (skipped when its final weights are there); the dev true rate after
+    against ``before`` (paired, clustered by problem) and the training batches' true rate, first vs last quarter."""
+    from eval.stats import BootstrapSpec, mean_delta_ci
+    from training.config import DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings
+    from training.grpo import run
+    from training.prover_reward import ProverRLConfig
+
+    rc = GRPORunConfig(
+        experiment_name=name, output_dir=str(out / name), train=True, init_from=str(warm),
+        model=ModelConfig(name_or_path=str(warm)),
+        data=DataConfig(source="synthetic", n_train=n_train, n_eval=n_dev, seed=cfg.seed),
+        grpo=GRPOSettings(max_steps=cfg.grpo_steps, per_device_train_batch_size=cfg.grpo_batch,
+                          num_generations=cfg.num_generations, max_completion_length=cfg.max_completion_length,
+                          learning_rate=lr, temperature=cfg.temperature, save_steps=10_000, beta=0.0,
+                          gradient_accumulation_steps=1, warmup_steps=0, bf16=False, logging_steps=1,
+                          seed=cfg.seed, log_completions=False),
+        eval=EvalConfig(enabled=False), wandb=WandbSettings(enabled=False),
+        prover=ProverRLConfig(enabled=True, reward="gold", problems=str(out / "train_problems.jsonl"),
+                              eval_problems=str(out / "dev_problems.jsonl")))
+    if not (out / name / "final" / "config.json").is_file():
+        t0 = time.monotonic()
+        run(rc)
+        print(f"[control] GRPO {name}: {time.monotonic() - t0:.0f}s", flush=True)
+    after = dev_true(out / name / "final")
+    d, lo, hi = mean_delta_ci(after, before, clusters, BootstrapSpec(n=2000, seed=cfg.seed))
+    logs = [e for e in json.loads((out / name / "train_log.json").read_text()) if e.get("prover/true_rate") is not None]
+    q = max(1, len(logs) // 4)
+    curve = [e["prover/true_rate"] for e in logs]
+    e = {"lr": lr, "dev_true_before": sum(before) / len(before), "dev_true_after": sum(after) / len(after),
+         "dev_gain": d, "ci": [lo, hi], "train_true_first": sum(curve[:q]) / q, "train_true_last": sum(curve[-q:]) / q,
+         "curve": curve}
+    print(f"[control] GRPO {name}: dev true {100 * e['dev_true_before']:.1f}% -> {100 * e['dev_true_after']:.1f}% "
+          f"({100 * d:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]); training batches {100 * e['train_true_first']:.1f}% "
+          f"-> {100 * e['train_true_last']:.1f}%", flush=True)
+    return e
+
+
 def line_values(doc: dict[str, Any]) -> dict[str, Any]:
     """The chosen warm start (SFT steps) and learning rate, and that run's dev true rate before and after."""
-    c = next(e for e in doc["lrs"] if e["lr"] == doc["chosen"]["lr"])
+    c = next(e for e in doc["lrs"] if e["lr"] == doc["chosen"]["lr"]
+             and e.get("warm", doc["chosen"]["sft_steps"]) == doc["chosen"]["sft_steps"])
     before = next(e for e in doc["sft"] if e["step"] == doc["chosen"]["sft_steps"])["dev_true"]
     return {"control_sft_steps": doc["chosen"]["sft_steps"], "control_lr": c["lr"], "dev_true_before": before,
             "dev_true_after": c["dev_true_after"], "dev_gain": c["dev_gain"], "dev_gain_ci_low": c["ci"][0],
@@ -199,7 +254,7 @@ def _plot(doc: dict[str, Any], path: Path, figure: Any, save_figure: Any) -> Non
     a1.legend(fontsize=7)
     for i, e in enumerate(doc["lrs"]):
         a2.plot(range(1, len(e["curve"]) + 1), [100 * v for v in e["curve"]], color=f"C{i}", alpha=0.8,
-                label=f"lr {e['lr']:g}: dev {100 * e['dev_gain']:+.1f} pts")
+                label=f"SFT {e.get('warm', doc['warm_start'])}, lr {e['lr']:g}: dev {100 * e['dev_gain']:+.1f} pts")
     a2.set_xlabel("gold-reward GRPO step")
     a2.set_ylabel("true % of the step's completions")
     a2.legend(fontsize=7)

@@ -104,7 +104,10 @@ def test_diagnose_control_options_and_last_line():
 
     cfg, own = parse(["lrs=3e-5,1e-4", "grpo_batch=128"])
     assert cfg.grpo_batch == 128 and own["lrs"] == "3e-5,1e-4" and cfg.out == "runs/diagnose_control"
-    for bad in (["every=x"], ["lrs=fast"], ["from_step=0"], ["n_problems=4"], ["nope=1"]):
+    cfg, own = parse(["recipe=loop", "prover_sft_steps=1200", "every=200", "from_step=200", "warm=best,1200"])
+    assert own["recipe"] == "loop" and own["warm"] == "best,1200"
+    for bad in (["every=x"], ["lrs=fast"], ["from_step=0"], ["n_problems=4"], ["nope=1"], ["recipe=mine"],
+                ["warm=1000"], ["warm=best,300"], ["warm=600"], ["warm=first"]):
         with pytest.raises(InputError):
             parse(bad)
     doc = {"sft": [{"step": 800, "dev_true": 0.039}, {"step": 1200, "dev_true": 0.4349}],
