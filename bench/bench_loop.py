@@ -64,6 +64,8 @@ class BenchConfig(ProverBudget):
     # The SFT steps are not diagnosed for the loop's SFT recipe (gold proofs plus revision and repair prompts):
     # 1200 is bench-prover's warm-start step, measure the groups with a gradient before a registered loop run.
     prover_sft_steps: int = 1200
+    prover_sft_checkpoint: int = 0  # the SFT prover: this checkpoint of the schedule (0: its final weights)
+    prover_sft_from: str | None = None  # a finished SFT prover folder of the loop's recipe instead of the SFT here
     # the loop's own settings (training.loop.LoopConfig defaults)
     n_round_problems: int = 64
     # held-out: 200 problems x 8 proofs, clustered by problem (the positive control needed ~200 problems x 8 to

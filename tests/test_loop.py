@@ -307,6 +307,28 @@ def test_prover_from_sft_and_annotation_weight(two_rounds, tiny_model, stand_in,
         check_config(LoopConfig(out=str(out), prover_from="gold"))
 
 
+def test_the_sft_prover_is_a_checkpoint_or_a_given_folder(tiny_model, tmp_path):
+    """``prover_sft_checkpoint=N``: round 0's SFT prover is checkpoint N of the SFT schedule, not its final weights;
+    ``prover_sft_from=DIR``: that folder, and no SFT runs. Bad values are one error naming the field."""
+    from training.loop import Loop
+
+    loop = Loop(_cfg(tmp_path / "ckpt", tiny_model, prover_sft_steps=2, prover_sft_checkpoint=1))
+    p = loop.prover_sft(tmp_path / "ckpt" / "sft_stage")
+    assert Path(p["prover"]).name == "checkpoint-1" and (Path(p["prover"]) / "config.json").is_file(), p
+    assert (Path(p["prover"]).parent / "final" / "config.json").is_file()  # the schedule still runs to its end
+    given = Loop(_cfg(tmp_path / "given", tiny_model, prover_sft_from=p["prover"]))
+    q = given.prover_sft(tmp_path / "given" / "sft_stage")
+    assert q["prover"] == str(Path(p["prover"]).resolve()) and q["rows"] == 0, q
+    assert not (tmp_path / "given" / "sft_stage" / "sft").exists()
+    assert "prover_sft_from" not in Loop(_cfg(tmp_path / "x", tiny_model)).round0_settings  # at its default
+    assert given.round0_settings["prover_sft_from"] == p["prover"]
+    for bad, what in (({"prover_sft_checkpoint": 3}, "field 'prover_sft_checkpoint'"),
+                      ({"prover_sft_from": str(tmp_path / "none")}, "field 'prover_sft_from'"),
+                      ({"prover_sft_from": p["prover"], "prover_sft_checkpoint": 1}, "'prover_sft_from' and")):
+        with pytest.raises(InputError, match=what):
+            check_config(_cfg(tmp_path / "bad", tiny_model, **bad))
+
+
 # ------------------------------------------------------------------ (iv) the bench's last line
 def test_bench_last_line_has_the_contract_keys_in_order(capsys):
     from bench.bench_loop import LAST_LINE_KEYS, line_values

@@ -96,7 +96,8 @@ ROUND_KEYS = ("annotator", "k", "budget", "per_problem_cap", "select_passes", "a
               "autolabel_k", "repair_check", "repair_attempts", "n_base", "refresh_sft_steps", "verifier_grpo_steps",
               "verifier_grpo_lr", "prover_from", "annotation_weight")
 # round options added after loop folders were recorded: left out of the settings at these defaults (those folders resume)
-LATE_DEFAULTS = {"prover_from": "previous", "annotation_weight": 1}
+LATE_DEFAULTS = {"prover_from": "previous", "annotation_weight": 1, "prover_sft_checkpoint": 0,
+                 "prover_sft_from": None}
 PROVER_FROM = ("previous", "sft")
 HELDOUT_KEYS = ("true_acc", "accept", "hacking_rate", "verifier_rough_bf1", "verifier_meta_bf1",
                 "verifier_false_accept")
@@ -121,6 +122,12 @@ class LoopConfig(ProverBudget):
     heldout_problems: str | None = None  # a problems JSONL instead of synthetic held-out problems
     # the prover
     prover_sft_steps: int = 800
+    # the SFT prover is this checkpoint of the prover_sft_steps schedule (0: its final weights): the warm start
+    # with the most GRPO groups of mixed gold reward on training problems (make diagnose-control recipe=loop)
+    prover_sft_checkpoint: int = 0
+    # a finished SFT prover folder (this recipe's, e.g. a make diagnose-control recipe=loop checkpoint) instead of
+    # the SFT here; the verifier's warm start still starts from the model built with the sizes above
+    prover_sft_from: str | None = None
     grpo_steps: int = 48  # prover GRPO steps per round
     # (g) where each round's prover GRPO starts: previous (the last round's prover) | sft (round 0's SFT prover, so
     # that a round's prover has trained only against that round's verifier)
@@ -183,6 +190,15 @@ def check_config(cfg: LoopConfig) -> None:
                 "repair_attempts"):
         if getattr(cfg, key) < 1:
             raise InputError(f"loop config, field {key!r}: must be >= 1, got {getattr(cfg, key)}")
+    if not 0 <= cfg.prover_sft_checkpoint <= cfg.prover_sft_steps:
+        raise InputError(f"loop config, field 'prover_sft_checkpoint': 0 (the final weights) or a step <= "
+                         f"prover_sft_steps ({cfg.prover_sft_steps}), got {cfg.prover_sft_checkpoint}")
+    if cfg.prover_sft_from and not (Path(cfg.prover_sft_from) / "config.json").is_file():
+        raise InputError(f"loop config, field 'prover_sft_from': {cfg.prover_sft_from} is not a model folder "
+                         "(no config.json)")
+    if cfg.prover_sft_from and cfg.prover_sft_checkpoint:
+        raise InputError("loop config, fields 'prover_sft_from' and 'prover_sft_checkpoint': give one (a finished "
+                         "SFT prover, or the checkpoint of the SFT here)")
     if cfg.autolabel_k > cfg.autolabel_n:
         raise InputError(f"loop config, field 'autolabel_k': at most autolabel_n ({cfg.autolabel_n}), "
                          f"got {cfg.autolabel_k}")
@@ -367,19 +383,24 @@ class Loop:
 
     # ------------------------------------------------------------------ round 0
     def prover_sft(self, d: Path) -> dict[str, Any]:
-        """The model (``base_model`` or the tiny model) SFT'd on gold proofs, revisions and repairs."""
+        """The model (``base_model`` or the tiny model) SFT'd on gold proofs, revisions and repairs; the prover is
+        checkpoint ``prover_sft_checkpoint`` of the schedule (0: the final weights), or ``prover_sft_from``."""
         from datasets import Dataset  # lazy: datasets takes seconds to import; only SFT tables need it
 
         c = self.cfg
         model = c.base_model or str(build(TinyModelConfig(out=str(d / "model"), seed=c.seed, hidden_size=c.hidden_size,
                                                           num_layers=c.num_layers,
                                                           intermediate_size=c.intermediate_size)))
+        if c.prover_sft_from:
+            return {"model": str(model), "prover": str(Path(c.prover_sft_from).resolve()), "rows": 0}
         ds = Dataset.from_list(recipes.prover_sft_rows(self.sets()["prover SFT"], c.seed + 1))
         path = sft_train(SFTRunConfig(
             wandb=WandbConfig(enabled=False), output_dir=str(d / "sft"), model=ModelConfig(name_or_path=model),
             max_steps=c.prover_sft_steps, per_device_train_batch_size=c.sft_batch, learning_rate=c.prover_sft_lr,
             warmup_steps=min(5, c.prover_sft_steps), max_length=512, logging_steps=10, seed=c.seed,
-            gradient_accumulation_steps=1, bf16=False, save_steps=0), [], dataset=ds)
+            gradient_accumulation_steps=1, bf16=False, save_steps=c.prover_sft_checkpoint), [], dataset=ds)
+        if c.prover_sft_checkpoint and c.prover_sft_checkpoint < c.prover_sft_steps:
+            path = d / "sft" / f"checkpoint-{c.prover_sft_checkpoint}"
         return {"model": str(model), "prover": str(path), "rows": len(ds)}
 
     def verifier_warm_start(self, d: Path, model: str) -> dict[str, Any]:
