@@ -143,7 +143,11 @@ def markdown(cfg: BenchConfig, reports: dict[str, dict[str, Any]], gold: dict[st
         lines.append(f"| {arm} | {_pct(r0['true_acc'])} | {_pct(fin['true_acc'])} | {_pct(g.get('delta'))} "
                      f"[{_pct(ci[0])}, {_pct(ci[1])}] | {_pct(r0['hacking_rate'])} | {_pct(fin['hacking_rate'])} | "
                      f"{_pct(fin.get('verifier_meta_bf1'))} | {_pct(fin.get('verifier_false_accept'))} |")
-    lines += [f"| gold (exact reward) | | {_pct(gold.get('true_acc'))} | | | {_pct(gold.get('hacking_rate'))} | | |"]
+    c = (reports.get("expert") or {}).get("control_gain") or {}
+    cc = c.get("ci") or [None, None]
+    lines += [f"| gold (exact reward) | | {_pct(gold.get('true_acc'))} | "
+              + (f"gold - SFT: {_pct(c.get('delta'))} [{_pct(cc[0])}, {_pct(cc[1])}]" if c else "")
+              + f" | | {_pct(gold.get('hacking_rate'))} | | |"]
     if sft:
         g = (reports.get("expert") or {}).get("sft_gain") or {}
         ci = g.get("ci") or [None, None]

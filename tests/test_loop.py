@@ -224,6 +224,12 @@ def test_sft_control_is_in_the_report(two_rounds, stand_in):
     assert rep["sft_gain"]["n"] == 6 and rep["controls"]["sft"]["true_acc"] == doc["true_acc"]
     md = (out / "report.md").read_text()
     assert "| sft (control) |" in md and "last round - sft control" in md
+    assert "control_gain" not in rep and "Positive control" not in md  # no gold arm yet
+    gold = loop.gold_control()  # the positive control's gain over the SFT prover, paired on the same proofs
+    rep = write_report(out, 2, 20, 0)
+    assert rep["control_gain"]["n"] == 6, rep.get("control_gain")
+    assert abs(rep["control_gain"]["delta"] - (gold["true_acc"] - doc["true_acc"])) < 1e-9
+    assert "Positive control, gold - SFT prover:" in (out / "report.md").read_text()
 
 
 # ------------------------------------------------------------------ (iii) killed half-way, resumed
@@ -353,6 +359,10 @@ def test_bench_last_line_has_the_contract_keys_in_order(capsys):
     md = markdown(BenchConfig(), {"expert": expert | {"true_gain": {"delta": 0.15, "ci": [0.02, 0.3]}},
                                   "autolabel": refused}, {"true_acc": 0.4, "n": 3}, 60.0)
     assert "| autolabel | refused: autolabel: the meta-verifier 'verifier' gave no grade |" in md
+    assert "| gold (exact reward) | | 40.0 |  | |" in md  # no SFT control: no positive-control gain
+    md = markdown(BenchConfig(), {"expert": expert | {"control_gain": {"delta": 0.05, "ci": [0.01, 0.09]}},
+                                  "autolabel": refused}, {"true_acc": 0.4, "n": 3}, 60.0)
+    assert "| gold (exact reward) | | 40.0 | gold - SFT: 5.0 [1.0, 9.0] |" in md
 
 
 def test_bench_arms_share_round0_and_pass_the_round_options():

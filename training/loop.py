@@ -890,6 +890,9 @@ def write_report(out: Path, rounds: int, bootstrap_n: int = 1000, seed: int = 0)
               _pct(d.get("verifier_false_accept")), "-", "-"] for arm, d in controls.items()]
     vs = {f"{arm}_gain": paired_gain(final["per_proof"], d["per_proof"], 0, bootstrap_n, seed)
           for arm, d in controls.items()}
+    # the positive control's own gain: gold-reward GRPO over the SFT prover it starts from
+    control = paired_gain(controls["gold"]["per_proof"], controls["sft"]["per_proof"], 0, bootstrap_n, seed) \
+        if len(controls) == 2 else {"n": 0}
     ci = gain["ci"]
     lines = [f"# The prover-verifier loop: {out.name}", "",
              f"Held-out: {r0['n']} prover proofs per round (problems in no training set), judged by that round's "
@@ -906,10 +909,13 @@ def write_report(out: Path, rounds: int, bootstrap_n: int = 1000, seed: int = 0)
               f"acceptance: {_pct(accept_gain['delta'])} points.") if gain["n"] else "No paired proofs.",
              *[f"True accuracy, last round - {k[:-5]} control: {_pct(g['delta'])} points (95% CI "
                f"[{_pct(g['ci'][0])}, {_pct(g['ci'][1])}], paired on {g['n']} proofs)." for k, g in vs.items()
-               if g["n"]], ""]
+               if g["n"]],
+             *([f"Positive control, gold - SFT prover: {_pct(control['delta'])} points (95% CI "
+                f"[{_pct(control['ci'][0])}, {_pct(control['ci'][1])}], paired on {control['n']} proofs)."]
+               if control["n"] else []), ""]
     write_markdown(out, lines)
     report = {"rounds": [{k: v for k, v in d.items() if k != "per_proof"} for d in docs],
-              "true_gain": gain, "accept_gain": accept_gain, **vs,
+              "true_gain": gain, "accept_gain": accept_gain, **vs, **({"control_gain": control} if control["n"] else {}),
               "controls": {a: {k: v for k, v in d.items() if k != "per_proof"} for a, d in controls.items()}}
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
     fig, _ = figure((9.0, 3.4))
