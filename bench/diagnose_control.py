@@ -29,7 +29,8 @@ Face ``generate`` (``training.diagnostics.hf_samples``). Resumable: the SFT and 
 are skipped when their final weights are there. Writes OUT/control_b<grpo_batch>_s<grpo_steps>.{json,png}; last line
 ``control_sft_steps=<n> control_lr=<r> dev_true_before=<r> dev_true_after=<r> dev_gain=<r> dev_gain_ci_low=<r>
 seconds=<n>``. Options as ``key=value``: every ``bench.common.ProverHackingConfig`` field plus ``every``, ``n_problems``, ``from_step``
-``lrs`` (comma-separated), ``recipe`` (gold | loop) and ``warm``.
+``lrs`` (comma-separated), ``recipe`` (gold | loop), ``warm`` and ``train_rounds`` (the loop's rounds whose
+problems GRPO trains on, comma-separated, not 1 or 2: default 0).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from bench.common import InputError, ProverHackingConfig, environment, last_line
 environment(wandb=True)
 
 OWN = {"every": "400", "n_problems": "48", "from_step": "800", "lrs": "1e-4,3e-4,1e-3", "recipe": "gold",
-       "warm": "best"}
+       "warm": "best", "train_rounds": "0"}
 LINE_FORMATS = {"control_sft_steps": "d", "control_lr": "g", "seconds": "d"}
 
 
@@ -76,11 +77,17 @@ def parse(argv: list[str]) -> tuple[ProverHackingConfig, dict[str, str]]:
                                 (int(w) % every == 0 or int(w) == cfg.prover_sft_steps)):
             raise InputError(f"warm: 'best' or SFT steps among the checkpoints (multiples of every={every} from "
                              f"from_step={frm} to prover_sft_steps={cfg.prover_sft_steps}), comma-separated; got {w!r}")
+    rounds = own["train_rounds"].split(",")
+    if not all(r.isdigit() and int(r) not in (1, 2) for r in rounds) or len(set(rounds)) != len(rounds):
+        raise InputError(f"train_rounds: distinct loop rounds other than the dev rounds 1 and 2, comma-separated; got "
+                         f"{own['train_rounds']!r}")
     return cfg, own
 
 
-def problems(cfg: ProverHackingConfig, recipe: str, n_dev: int) -> tuple[list[Any], list[Any], list[Any], Any]:
-    """The prover's SFT problems, GRPO problems and dev problems, and the SFT rows' builder, of ``recipe``."""
+def problems(cfg: ProverHackingConfig, recipe: str, n_dev: int, train_rounds: str = "0"
+             ) -> tuple[list[Any], list[Any], list[Any], Any]:
+    """The prover's SFT problems, GRPO problems and dev problems, and the SFT rows' builder, of ``recipe`` (the loop's:
+    GRPO on the problems of ``train_rounds``, dev on rounds 1 and 2's)."""
     from data_pipeline.synthetic_check import gold_proof, proof_text
     from training.prover_reward import problem_rows, synthetic_problems
 
@@ -88,11 +95,12 @@ def problems(cfg: ProverHackingConfig, recipe: str, n_dev: int) -> tuple[list[An
         from data_pipeline.synthetic_recipes import prover_sft_rows
         from training.loop import LoopConfig, problem_sets
 
+        rounds = [int(r) for r in train_rounds.split(",")]
         sets = problem_sets(LoopConfig(seed=cfg.seed, n_prover_sft=cfg.n_prover_sft, n_heldout=200,
                                        n_round_problems=64, min_steps=cfg.min_steps, max_steps=cfg.max_steps,
-                                       max_operand=cfg.max_operand), rounds=2)
-        return (sets["prover SFT"], sets["round 0"], sets["round 1"] + sets["round 2"],
-                lambda ps: prover_sft_rows(ps, cfg.seed + 1))
+                                       max_operand=cfg.max_operand), rounds=max([2, *rounds]))
+        return (sets["prover SFT"], [p for r in rounds for p in sets[f"round {r}"]],
+                sets["round 1"] + sets["round 2"], lambda ps: prover_sft_rows(ps, cfg.seed + 1))
 
     def gold_rows(ps: list[Any]) -> list[dict[str, Any]]:
         return [{"prompt": r["prompt"], "completion": [{"role": "assistant", "content": proof_text(gold_proof(p.problem))}]}
@@ -128,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     recipe = own["recipe"]
-    sft_problems, train, dev, sft_rows = problems(cfg, recipe, n_dev)
+    sft_problems, train, dev, sft_rows = problems(cfg, recipe, n_dev, own["train_rounds"])
     print(f"[control] {recipe} recipe: {len(sft_problems)} SFT, {len(train)} GRPO, {len(dev)} dev problems (training "
           "problems; the held-out set is not read)", flush=True)
     write_jsonl(out / "train_problems.jsonl", [dataclasses.asdict(p) for p in train])
@@ -181,13 +189,15 @@ def main(argv: list[str] | None = None) -> None:
         before = per_ckpt[step]
         for lr in own["lrs"].split(","):
             # bench-prover's folder names for its one warm start; the loop recipe's name theirs
-            name = f"grpo_lr{lr}_b{cfg.grpo_batch}_s{cfg.grpo_steps}" + (f"_w{step}" if recipe == "loop" else "")
+            name = f"grpo_lr{lr}_b{cfg.grpo_batch}_s{cfg.grpo_steps}" + (f"_w{step}" if recipe == "loop" else "") \
+                + (f"_r{own['train_rounds'].replace(',', '-')}" if own["train_rounds"] != "0" else "")
             doc["lrs"].append(gold_grpo(cfg, out, name, ckpts[step], float(lr), len(train), len(dev), dev_true,
                                         before, clusters) | {"warm": step})
     chosen = max(doc["lrs"], key=lambda e: e["ci"][0])
     doc["chosen"] = {"sft_steps": chosen["warm"], "lr": chosen["lr"]}
     doc["seconds"] = round(time.monotonic() - t_start)
-    stem = f"control{'_loop' if recipe == 'loop' else ''}_b{cfg.grpo_batch}_s{cfg.grpo_steps}"  # one per budget
+    stem = (f"control{'_loop' if recipe == 'loop' else ''}_b{cfg.grpo_batch}_s{cfg.grpo_steps}"  # one per budget
+            + (f"_r{own['train_rounds'].replace(',', '-')}" if own["train_rounds"] != "0" else ""))
     (out / f"{stem}.json").write_text(json.dumps(doc, indent=1))
     _plot(doc, out / f"{stem}.png", figure, save_figure)
     print(f"wrote {out / stem}.json, {out / stem}.png; {doc['seconds']}s")

@@ -105,9 +105,11 @@ def test_diagnose_control_options_and_last_line():
     cfg, own = parse(["lrs=3e-5,1e-4", "grpo_batch=128"])
     assert cfg.grpo_batch == 128 and own["lrs"] == "3e-5,1e-4" and cfg.out == "runs/diagnose_control"
     cfg, own = parse(["recipe=loop", "prover_sft_steps=1200", "every=200", "from_step=200", "warm=best,1200"])
-    assert own["recipe"] == "loop" and own["warm"] == "best,1200"
+    assert own["recipe"] == "loop" and own["warm"] == "best,1200" and own["train_rounds"] == "0"
+    assert parse(["recipe=loop", "train_rounds=0,3,4"])[1]["train_rounds"] == "0,3,4"
     for bad in (["every=x"], ["lrs=fast"], ["from_step=0"], ["n_problems=4"], ["nope=1"], ["recipe=mine"],
-                ["warm=1000"], ["warm=best,300"], ["warm=600"], ["warm=first"]):
+                ["warm=1000"], ["warm=best,300"], ["warm=600"], ["warm=first"], ["train_rounds=0,1"],
+                ["train_rounds=3,3"], ["train_rounds=x"]):
         with pytest.raises(InputError):
             parse(bad)
     doc = {"sft": [{"step": 800, "dev_true": 0.039}, {"step": 1200, "dev_true": 0.4349}],
@@ -167,3 +169,20 @@ def test_step_rule_and_diagnose_prover_end_with_a_key_value_line():
            "seconds": 412}
     assert key_values(diagnosis_values(doc), formats=LINE_FORMATS) == (
         "prover_true_acc=0.4062 mixed_groups_best=7 verifier_parsed=0.9688 verifier_accepts_wrong=0.7500 seconds=412")
+
+
+def test_diagnose_control_loop_recipe_reads_no_held_out_problem():
+    """``recipe=loop``: GRPO on the problems of ``train_rounds``, dev on rounds 1 and 2's, none of them among the
+    loop's held-out problems or its prover's SFT problems (bench-loop's sizes, the same seed)."""
+    from bench.common import ProverHackingConfig
+    from bench.diagnose_control import problems
+    from training.loop import LoopConfig, problem_sets
+
+    cfg = ProverHackingConfig(seed=3, n_prover_sft=200)
+    sft, train, dev, rows = problems(cfg, "loop", 48, "0,3")
+    sets = problem_sets(LoopConfig(seed=3, n_prover_sft=200, n_heldout=200, n_round_problems=64), rounds=3)
+    text = lambda ps: {p.problem for p in ps}  # noqa: E731
+    assert text(train) == text(sets["round 0"]) | text(sets["round 3"]) and len(train) == 128
+    assert text(dev) == text(sets["round 1"]) | text(sets["round 2"])
+    assert not text(train + dev) & (text(sets["held-out"]) | text(sft))
+    assert len(rows(sft)) == len(sft) and rows(sft)[0]["completion"][0]["role"] == "assistant"
