@@ -44,7 +44,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import (InputError, Servers, done_stage, environment, last_line, mark_done, run_command, run_workers,
-                          set_options, settings_of)
+                          option_key, set_options, settings_of)
 from training.ladder import ROW_DATA, row_config
 from training.prover_reward import disjoint_problems
 from training.stages import run_stage
@@ -320,7 +320,7 @@ class Bench:
         self.one_row("base", warm)
         todo = [n for n in names[1:] if not (self.out / "rows" / n / "bench_done.json").is_file()]
         groups = [todo[k::self.cfg.workers] for k in range(self.cfg.workers) if todo[k::self.cfg.workers]]
-        keep = [a for a in self.argv if a.partition("=")[0] not in ("only", "workers")]
+        keep = [a for a in self.argv if option_key(a) not in ("only", "workers")]
         script = str(Path(__file__).resolve())
         failed = run_workers([(f"{len(g)} runs", str(g), [script, *keep, f"only={','.join(g)}"]) for g in groups],
                              self.out, self.log)

@@ -38,7 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import (Clock, InputError, done_stage, environment, last_line, mark_done, run_command, run_workers,
-                          set_options, settings_of, torch_threads)
+                          option_key, set_options, settings_of, torch_threads)
 
 environment(wandb=True)
 
@@ -134,7 +134,7 @@ def worker_groups(seeds: list[int], workers: int) -> list[tuple[list[int], tuple
 def seed_workers(argv: list[str], seeds: list[int], workers: int, out: Path) -> None:
     """Train and evaluate ``seeds`` in ``workers`` processes of this script (``report=false``) sharing ``out``;
     each resumes the warm start and base evaluation this process finished. Logs: ``out/worker<k>.log``."""
-    keep = [a for a in argv if a.partition("=")[0] not in ("seeds", "workers", "report", "arms")]
+    keep = [a for a in argv if option_key(a) not in ("seeds", "workers", "report", "arms")]
     jobs = []
     for group, arms in worker_groups(seeds, workers):
         what = f"seeds {group} {'/'.join(arms)}"
@@ -212,11 +212,11 @@ def suite_commands(argv: list[str], out: Path) -> tuple[list[str], list[str]]:
     and ``localisation.*``); the localisation part gets ``LOCALISATION``, then ``localisation.KEY=VALUE``, then the
     data / model / statistics options it shares with the polarity part, and starts its SFT from the polarity warm
     start, whose SFT problems leave its held-out set. Both are checked before any work starts."""
-    own = [a for a in argv if a.partition("=")[0] not in ("suite", "out") and not a.startswith("localisation.")]
-    loc_opts = {**LOCALISATION, **{a.partition("=")[0].removeprefix("localisation."): a.partition("=")[2]
+    own = [a for a in argv if option_key(a) not in ("suite", "out") and not a.startswith("localisation.")]
+    loc_opts = {**LOCALISATION, **{option_key(a).removeprefix("localisation."): a.partition("=")[2]  # as written
                                    for a in argv if a.startswith("localisation.")}}
     pol_out, loc_out = out / "polarity", out / "localisation"
-    shared = [a for a in own if a.partition("=")[0] in ("seed", "bootstrap_n", "resume", "eval_passes",
+    shared = [a for a in own if option_key(a) in ("seed", "bootstrap_n", "resume", "eval_passes",
                                                         "hidden_size", "num_layers", "num_heads", "num_kv_heads",
                                                         "intermediate_size")]
     pol_cmd = [*own, f"out={pol_out}"]

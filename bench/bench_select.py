@@ -13,6 +13,7 @@ import math
 import sys
 import time
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,11 +21,20 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import last_line  # noqa: E402, RUF100
+from bench.common import last_line, run_command, set_options  # noqa: E402, RUF100
 from data_pipeline.selection import SelectConfig, score  # noqa: E402, RUF100
 
 N_ROWS = 1_000_000
 PASSES = 8
+
+
+@dataclass
+class SelectBenchConfig:
+    """``make bench-select``'s options (``key=value``, ``bench.common.set_options``)."""
+
+    verdict_rows: int = N_ROWS
+    budget: int = 20_000
+    per_problem_cap: int = 2
 
 
 def synthetic_rows(n_rows: int, passes: int = PASSES, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -73,9 +83,10 @@ def reference(verdicts: pd.DataFrame, trajs: pd.DataFrame, cfg: SelectConfig) ->
     return pd.DataFrame(rows, columns=["id", "problem_id", "n", "acc", "entropy"]), status, elig
 
 
-def main() -> None:
-    cfg = SelectConfig(budget=20_000, per_problem_cap=2, min_entropy=0.0)
-    verdicts, trajs = synthetic_rows(N_ROWS)
+def main(argv: list[str] | None = None) -> None:
+    opts = set_options(SelectBenchConfig(), sys.argv[1:] if argv is None else argv)
+    cfg = SelectConfig(budget=opts.budget, per_problem_cap=opts.per_problem_cap, min_entropy=0.0)
+    verdicts, trajs = synthetic_rows(opts.verdict_rows)
     t0 = time.perf_counter()
     df = score(verdicts, trajs, cfg)
     fast = time.perf_counter() - t0
@@ -105,4 +116,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command("bench-select", main)

@@ -1,6 +1,6 @@
-"""The parts the benches share: the environment, ``key=value`` options (bench-prover's, which the diagnoses reuse,
-among them), stage resume and the stage clock, vLLM servers, worker processes, and the ``key=value`` last line.
-A bench script imports this module and the library, never a sibling script.
+"""The parts the benches share: the environment, ``key=value`` options in Hydra's override grammar (bench-prover's,
+which the diagnoses reuse, among them), stage resume and the stage clock, vLLM servers, worker processes, and the
+``key=value`` last line. A bench script imports this module and the library, never a sibling script.
 
 A bench is run as a script (``python bench/NAME.py KEY=VALUE ...``), so it puts the repository on ``sys.path``
 itself, in one line, and then imports this module::
@@ -48,30 +48,85 @@ def environment(wandb: bool = False, **extra: str) -> None:
         os.environ.setdefault(name, value)
 
 
+def _overrides(argv: list[str]) -> list[Any]:
+    """``argv`` parsed by Hydra's override grammar (``hydra.core.override_parser``: the grammar of every Hydra command
+    of the project); an ill-formed option, ``+key``, ``~key`` or an empty key is one ``InputError`` naming it."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser, out = OverridesParser.create(), []
+    for a in argv:
+        try:
+            o = parser.parse_overrides([a])[0]
+        except HydraException as e:
+            why = str(e).splitlines()[0] if "missing EQUAL" not in str(e) else "expected key=value"
+            raise InputError(f"option {a!r}: {why} (Hydra's override grammar: quote a value with spaces, '=' or "
+                             "brackets, e.g. out='runs/a=b')") from None
+        if o.is_add() or o.is_force_add() or o.is_delete() or o.package or not o.key_or_group:
+            raise InputError(f"option {a!r}: a bench takes key=value (no +key, ~key, key@package or empty key)")
+        out.append(o)
+    return out
+
+
+def option_key(arg: str) -> str:
+    """The key of one ``key=value`` option, read by Hydra's override grammar (a bench that hands some options to
+    another parser or process splits them by key with this); an ill-formed option is one ``InputError``."""
+    return _overrides([arg])[0].key_or_group
+
+
+def _value(o: Any, typ: str) -> Any:
+    """One override's value for a dataclass field of type ``typ``: a string field keeps the text as written
+    (``lr=3e-5`` stays ``"3e-5"``, a comma list ``lrs=1e-4,3e-4`` or ``[1e-4,3e-4]`` one string ``"1e-4,3e-4"``,
+    a quoted value unquoted); other fields get the typed value (int, float, bool, ``null``), which OmegaConf checks."""
+    raw = o.input_line.partition("=")[2].strip()
+    if o.is_sweep_override():
+        if type(o._value).__name__ != "ChoiceSweep" or "str" not in typ:
+            raise InputError(f"option {o.input_line}: expected {typ} (a bench runs no Hydra sweep; a comma list is one "
+                             "string option's value)")
+        return raw if not ("'" in raw or '"' in raw) else ",".join(getattr(x, "text", str(x)) for x in o._value.list)
+    v = o.value()
+    if "None" in typ and (v is None or (isinstance(v, str) and v.lower() in ("none", ""))):  # an optional key: null
+        return None
+    if "str" in typ and isinstance(v, list):
+        return raw[1:-1].replace(" ", "") if not ("'" in raw or '"' in raw) else ",".join(map(str, v))
+    if "str" in typ and isinstance(v, (bool, int, float)):
+        return raw  # the text as written: a folder name or a log keeps ``3e-5``, not ``3e-05``
+    return v
+
+
 def set_options(cfg: Any, argv: list[str], sort: bool = False) -> Any:
-    """``key=value`` options onto the dataclass ``cfg`` (in place, returned), typed as Hydra types the library's
-    commands: each value is read by OmegaConf (Hydra's config layer: YAML scalars, ``null``) and checked against the
-    dataclass as a structured config. An unknown key is one ``InputError``, ``unknown option ...; options: ...`` (the
-    field names, ``sort``: in alphabetical order); a value of the wrong type is one naming the option. A
-    comma-separated value stays one string (``lrs=1e-4,3e-4``: no Hydra sweep in a bench)."""
+    """``key=value`` options onto the dataclass ``cfg`` (in place, returned), read by Hydra's override grammar (as the
+    library's Hydra commands read theirs: ``null``, quoting, ``[a,b]`` lists) and typed as Hydra types them: each
+    value checked against the dataclass as an OmegaConf structured config (Hydra's config layer). An unknown key
+    is one ``InputError``, ``unknown option ...; options: ...`` (the field names, ``sort``: in alphabetical
+    order); a value of the wrong type or ill-formed is one naming the option. A comma-separated value is one
+    string (``lrs=1e-4,3e-4``: a bench runs its own grid, no Hydra sweep)."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
     types = {f.name: str(f.type) for f in dataclasses.fields(cfg)}
     conf = OmegaConf.structured(cfg)
     for a in argv:
-        k, eq, v = a.partition("=")
-        if not eq or k not in types:
-            raise InputError(f"unknown option {k!r}; options: {', '.join(sorted(types) if sort else types)}")
-        if "None" in types[k] and v.lower() in ("none", ""):  # an optional key: null
-            v = "null"
-        try:  # an empty value of a string key is the empty string (arms=: no arm)
-            conf = OmegaConf.merge(conf, {k: ""} if v == "" else OmegaConf.from_dotlist([f"{k}={v}"]))
+        if a.partition("=")[0] not in types:  # the unknown key first: the one error a typo gets
+            raise InputError(f"unknown option {a.partition('=')[0]!r}; options: "
+                             f"{', '.join(sorted(types) if sort else types)}")
+        o = _overrides([a])[0]
+        try:
+            conf = OmegaConf.merge(conf, {o.key_or_group: _value(o, types[o.key_or_group])})
         except (OmegaConfBaseException, ValueError):
-            raise InputError(f"option {k}={v!r}: expected {types[k]}") from None
+            raise InputError(f"option {o.key_or_group}={a.partition('=')[2]!r}: expected {types[o.key_or_group]}"
+                             ) from None
     for k, value in dataclasses.asdict(OmegaConf.to_object(conf)).items():
         setattr(cfg, k, value)
     return cfg
+
+
+def split_options(argv: list[str], cfg: Any) -> tuple[Any, list[str]]:
+    """The options of ``argv`` whose key is a field of the dataclass ``cfg`` set on it (``set_options``), and the
+    rest, in order, for another parser (a diagnosis's own options beside bench-prover's)."""
+    names = {f.name for f in dataclasses.fields(cfg)}
+    mine = [a for a in argv if option_key(a) in names]
+    return set_options(cfg, mine), [a for a in argv if a not in mine]
 
 
 def run_workers(jobs: list[tuple[str, str, list[str]]], out: Path, log: Callable[[str], None]) -> list[str]:

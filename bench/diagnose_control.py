@@ -44,30 +44,36 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import InputError, ProverHackingConfig, environment, last_line, prover_options, run_command
+from bench.common import (InputError, ProverHackingConfig, environment, last_line, prover_options, run_command,
+                          split_options)
 
 environment(wandb=True)
 
-OWN = {"every": "400", "n_problems": "48", "from_step": "800", "lrs": "1e-4,3e-4,1e-3", "recipe": "gold",
-       "warm": "best", "train_rounds": "0"}
+
+@dataclasses.dataclass
+class ControlOptions:
+    """The diagnosis's own options, beside bench-prover's (``ProverHackingConfig``)."""
+    every: int = 400
+    n_problems: int = 48
+    from_step: int = 800
+    lrs: str = "1e-4,3e-4,1e-3"
+    recipe: str = "gold"
+    warm: str = "best"
+    train_rounds: str = "0"
+
+
 LINE_FORMATS = {"control_sft_steps": "d", "control_lr": "g", "seconds": "d"}
 
 
 def parse(argv: list[str]) -> tuple[ProverHackingConfig, dict[str, str]]:
-    own = dict(OWN)
-    rest = []
-    for a in argv:
-        k, _, v = a.partition("=")
-        if k in OWN:
-            own[k] = v
-        else:
-            rest.append(a)
+    opts, rest = split_options(argv, ControlOptions())
     cfg = prover_options(rest, ProverHackingConfig(out="runs/diagnose_control"))
+    own = {k: str(v) for k, v in dataclasses.asdict(opts).items()}
+    every, n, frm, lrs = opts.every, opts.n_problems, opts.from_step, opts.lrs.split(",")
     try:
-        every, n, frm, lrs = int(own["every"]), int(own["n_problems"]), int(own["from_step"]), own["lrs"].split(",")
         [float(x) for x in lrs]
     except ValueError as e:
-        raise InputError(f"every / n_problems / from_step: integers, lrs: numbers separated by commas ({e})") from None
+        raise InputError(f"lrs: numbers separated by commas ({e})") from None
     if every < 1 or n < 8 or not 0 < frm <= cfg.prover_sft_steps:
         raise InputError(f"every >= 1, n_problems >= 8, 0 < from_step <= prover_sft_steps (got {every}, {n}, {frm})")
     if own["recipe"] not in ("gold", "loop"):

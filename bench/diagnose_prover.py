@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import ProverHackingConfig, environment, last_line, prover_options, run_command
+from bench.common import ProverHackingConfig, environment, last_line, prover_options, run_command, split_options
 
 environment(wandb=True)  # bench-prover's environment (this script imported it from there)
 
@@ -50,12 +50,19 @@ def _wrong_result(steps: list[str], rng: random.Random) -> list[str]:
     return s
 
 
+@dataclasses.dataclass
+class ProverOptions:
+    """The diagnosis's own options, beside bench-prover's (``ProverHackingConfig``): the checkpoint spacing and the
+    number of dev problems."""
+    every: int = 100
+    n_problems: int = 64
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    own = {k: v for k, v in (a.split("=", 1) for a in argv) if k in ("every", "n_problems")}
-    cfg = prover_options([a for a in argv if a.split("=", 1)[0] not in own],
-                         ProverHackingConfig(out="runs/diagnose_prover"))
-    every, n_problems = int(own.get("every", 100)), int(own.get("n_problems", 64))
+    own, rest = split_options(argv, ProverOptions())
+    cfg = prover_options(rest, ProverHackingConfig(out="runs/diagnose_prover"))
+    every, n_problems = own.every, own.n_problems
     from datasets import Dataset
 
     from data_pipeline.synthetic_check import check_proof, gold_proof, proof_text

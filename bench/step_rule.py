@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.common import InputError, last_line, run_command
+from bench.common import InputError, last_line, run_command, set_options
 
 from eval.metrics import metric_deltas, ratio_delta
 from eval.record_rows import RULES, meta_values, step_rows
@@ -38,9 +39,16 @@ from verifier.io import load_trajectories
 from verifier.judgment import load_judgments
 
 
+@dataclass
+class StepRuleOptions:
+    """``key=value`` options (``bench.common.set_options``): the bench-learning folder and the bootstrap size."""
+    out: str = "runs/item4_copy_seed2/localisation"
+    bootstrap_n: int = 1000
+
+
 def main(argv: list[str] | None = None) -> None:
-    args = dict(a.partition("=")[::2] for a in (sys.argv[1:] if argv is None else argv))
-    out = Path(args.get("out", "runs/item4_copy_seed2/localisation"))
+    args = set_options(StepRuleOptions(), sys.argv[1:] if argv is None else argv)
+    out = Path(args.out)
     if not (out / "report.json").is_file():
         raise InputError(f"out={out}: no report.json (the folder of a finished bench/bench_learning.py run, "
                          "e.g. runs/item4_copy_seed2/localisation)")
@@ -49,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     gold = load_trajectories(out / "held_out.jsonl").records
     runs = {"base": [out / "base"], **{a: [out / a / f"seed{s}" for s in seeds] for a in ("rough_rl", "meta_ver_rl")}}
     rows = {a: [step_rows(gold, load_judgments(d / "heldout" / "judgments.jsonl")) for d in ds] for a, ds in runs.items()}
-    spec = BootstrapSpec(n=int(args.get("bootstrap_n", 1000)), seed=int(report["config"]["seed"]))
+    spec = BootstrapSpec(n=args.bootstrap_n, seed=int(report["config"]["seed"]))
     pids = [t.problem_id for t in gold]
     result: dict[str, Any] = {"models": {}, "meta_vs_rough": {}}
     for a, per_seed in rows.items():

@@ -14,6 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from verifier.judgment import load_judgments
+
 MODELS = ("before", "sft", "grpo")
 
 
@@ -71,14 +73,15 @@ def served_check(gold: list[Any], out: Path, spec: Any) -> dict[str, Any]:
     and judged by ``vllm.LLM`` (``OUT/grpo/synthetic``): Rough BF1 through the server, and the share of records
     whose pessimistic decision, and of passes whose verdict, are the same in both (same prompts and seeds)."""
     def judgments(d: Path) -> dict[str, Any]:
-        return {j["id"]: j for j in map(json.loads, (d / "heldout" / "judgments.jsonl").open())}
+        return {j.id: j for j in load_judgments(d / "heldout" / "judgments.jsonl")}
 
     offline, served = judgments(out / "grpo" / "synthetic"), judgments(out / "served" / "synthetic")
     ids = [t.id for t in gold if t.id in offline and t.id in served]
-    passes = [(a.get("verdict"), b.get("verdict")) for i in ids
-              for a, b in zip(offline[i]["passes"], served[i]["passes"], strict=False)]
+    passes = [(a.verdict, b.verdict) for i in ids
+              for a, b in zip(offline[i].passes, served[i].passes, strict=False)]
     r = rows_of(gold, out / "served" / "synthetic", spec)
-    return {"n": len(ids), "same_decision": sum(offline[i]["verdict"] == served[i]["verdict"] for i in ids) / len(ids)
+    same = sum(offline[i].aggregate.verdict == served[i].aggregate.verdict for i in ids)
+    return {"n": len(ids), "same_decision": same / len(ids)
             if ids else None, "same_pass_verdict": sum(a == b for a, b in passes) / len(passes) if passes else None,
             "parse_rate": r["parse_rate"], "rough.balanced_f1": r["rough.balanced_f1"], "reward": r["reward"]}
 
