@@ -64,7 +64,8 @@ class BenchConfig(ProverBudget):
     # The loop's SFT recipe (gold proofs plus revision and repair prompts) at 1200 steps: make diagnose-control
     # recipe=loop found no checkpoint of it from which gold GRPO (24 x 128 on one round's problems) raises the true
     # rate on other training problems, and the schedule ends inside a sharp rise of the prover's accuracy, so the SFT
-    # prover differs between machines (reports/loop_2026-12-07_sft_start_diagnosis.md)
+    # prover differs between machines (reports/loop_2026-12-07_sft_start_diagnosis.md); a 2000-step schedule gave a
+    # positive control on seed 0 only (reports/loop_2026-12-07_sft2000_start.md), so this start stays
     prover_sft_steps: int = 1200
     prover_sft_checkpoint: int = 0  # the SFT prover: this checkpoint of the schedule (0: its final weights)
     prover_sft_from: str | None = None  # a finished SFT prover folder of the loop's recipe instead of the SFT here
