@@ -29,8 +29,10 @@ Face ``generate`` (``training.diagnostics.hf_samples``). Resumable: the SFT and 
 are skipped when their final weights are there. Writes OUT/control_b<grpo_batch>_s<grpo_steps>.{json,png}; last line
 ``control_sft_steps=<n> control_lr=<r> dev_true_before=<r> dev_true_after=<r> dev_gain=<r> dev_gain_ci_low=<r>
 seconds=<n>``. Options as ``key=value``: every ``bench.common.ProverHackingConfig`` field plus ``every``, ``n_problems``, ``from_step``
-``lrs`` (comma-separated), ``recipe`` (gold | loop), ``warm`` and ``train_rounds`` (the loop's rounds whose
-problems GRPO trains on, comma-separated, not 1 or 2: default 0).
+``lrs`` (comma-separated), ``recipe`` (gold | loop), ``warm``, ``train_rounds`` (the loop's rounds whose
+problems GRPO trains on, comma-separated, not 1 or 2: default 0) and ``grpo_seed`` (GRPO's seed, default the prover
+seed; given, the runs and the summary are named ``..._g<seed>`` and reuse the SFT checkpoints and dev samples: a
+GRPO-seed replicate of the same start).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import (InputError, ProverHackingConfig, environment, last_line, prover_options, run_command,
@@ -60,6 +62,7 @@ class ControlOptions:
     recipe: str = "gold"
     warm: str = "best"
     train_rounds: str = "0"
+    grpo_seed: Optional[int] = None  # GRPO's seed (sampling, data order); None: the prover seed (``seed``)
 
 
 LINE_FORMATS = {"control_sft_steps": "d", "control_lr": "g", "seconds": "d"}
@@ -196,30 +199,39 @@ def main(argv: list[str] | None = None) -> None:
         for lr in own["lrs"].split(","):
             # bench-prover's folder names for its one warm start; the loop recipe's name theirs
             name = f"grpo_lr{lr}_b{cfg.grpo_batch}_s{cfg.grpo_steps}" + (f"_w{step}" if recipe == "loop" else "") \
-                + (f"_r{own['train_rounds'].replace(',', '-')}" if own["train_rounds"] != "0" else "")
+                + (f"_r{own['train_rounds'].replace(',', '-')}" if own["train_rounds"] != "0" else "") + seed_tag(own)
             doc["lrs"].append(gold_grpo(cfg, out, name, ckpts[step], float(lr), len(train), len(dev), dev_true,
-                                        before, clusters) | {"warm": step})
+                                        before, clusters, grpo_seed(cfg, own)) | {"warm": step})
     chosen = max(doc["lrs"], key=lambda e: e["ci"][0])
     doc["chosen"] = {"sft_steps": chosen["warm"], "lr": chosen["lr"]}
     doc["seconds"] = round(time.monotonic() - t_start)
     stem = (f"control{'_loop' if recipe == 'loop' else ''}_b{cfg.grpo_batch}_s{cfg.grpo_steps}"  # one per budget
-            + (f"_r{own['train_rounds'].replace(',', '-')}" if own["train_rounds"] != "0" else ""))
+            + (f"_r{own['train_rounds'].replace(',', '-')}" if own["train_rounds"] != "0" else "") + seed_tag(own))
     (out / f"{stem}.json").write_text(json.dumps(doc, indent=1))
     _plot(doc, out / f"{stem}.png", figure, save_figure)
     print(f"wrote {out / stem}.json, {out / stem}.png; {doc['seconds']}s")
     last_line(line_values(doc), formats=LINE_FORMATS)
 
 
-def gold_grpo(cfg: ProverHackingConfig, out: Path, name: str, warm: Path, lr: float, n_train: int, n_dev: int,
-              dev_true: Any, before: list[int], clusters: list[str]) -> dict[str, Any]:
-    """Gold-reward GRPO from ``warm`` at ``lr`` (skipped when its final weights are there); the dev true rate after
-    against ``before`` (paired, clustered by problem) and the training batches' true rate, first vs last quarter."""
-    from eval.stats import BootstrapSpec, mean_delta_ci
+def grpo_seed(cfg: ProverHackingConfig, own: dict[str, str]) -> int:
+    """GRPO's seed: ``grpo_seed`` when given, else the prover seed (the dev samples always use the prover seed, so
+    runs of other GRPO seeds are paired with the same ``before``)."""
+    return cfg.seed if own["grpo_seed"] == "None" else int(own["grpo_seed"])
+
+
+def seed_tag(own: dict[str, str]) -> str:
+    """``_g<seed>`` in the names of a run and of the summary when ``grpo_seed`` is given (the default's names are
+    the earlier runs')."""
+    return "" if own["grpo_seed"] == "None" else f"_g{own['grpo_seed']}"
+
+
+def grpo_config(cfg: ProverHackingConfig, out: Path, name: str, warm: Path, lr: float, n_train: int, n_dev: int,
+                seed: int) -> Any:
+    """The gold-reward GRPO run from ``warm`` at ``lr`` with GRPO seed ``seed`` (``training.grpo.run``'s config)."""
     from training.config import DataConfig, EvalConfig, GRPORunConfig, GRPOSettings, ModelConfig, WandbSettings
-    from training.grpo import run
     from training.prover_reward import ProverRLConfig
 
-    rc = GRPORunConfig(
+    return GRPORunConfig(
         experiment_name=name, output_dir=str(out / name), train=True, init_from=str(warm),
         model=ModelConfig(name_or_path=str(warm)),
         data=DataConfig(source="synthetic", n_train=n_train, n_eval=n_dev, seed=cfg.seed),
@@ -227,10 +239,21 @@ def gold_grpo(cfg: ProverHackingConfig, out: Path, name: str, warm: Path, lr: fl
                           num_generations=cfg.num_generations, max_completion_length=cfg.max_completion_length,
                           learning_rate=lr, temperature=cfg.temperature, save_steps=10_000, beta=0.0,
                           gradient_accumulation_steps=1, warmup_steps=0, bf16=False, logging_steps=1,
-                          seed=cfg.seed, log_completions=False),
+                          seed=seed, log_completions=False),
         eval=EvalConfig(enabled=False), wandb=WandbSettings(enabled=False),
         prover=ProverRLConfig(enabled=True, reward="gold", problems=str(out / "train_problems.jsonl"),
                               eval_problems=str(out / "dev_problems.jsonl")))
+
+
+def gold_grpo(cfg: ProverHackingConfig, out: Path, name: str, warm: Path, lr: float, n_train: int, n_dev: int,
+              dev_true: Any, before: list[int], clusters: list[str], seed: int) -> dict[str, Any]:
+    """Gold-reward GRPO from ``warm`` at ``lr`` with GRPO seed ``seed`` (skipped when its final weights are there);
+    the dev true rate after against ``before`` (paired, clustered by problem) and the training batches' true rate,
+    first vs last quarter."""
+    from eval.stats import BootstrapSpec, mean_delta_ci
+    from training.grpo import run
+
+    rc = grpo_config(cfg, out, name, warm, lr, n_train, n_dev, seed)
     if not (out / name / "final" / "config.json").is_file():
         t0 = time.monotonic()
         run(rc)
@@ -242,7 +265,7 @@ def gold_grpo(cfg: ProverHackingConfig, out: Path, name: str, warm: Path, lr: fl
     curve = [e["prover/true_rate"] for e in logs]
     e = {"lr": lr, "dev_true_before": sum(before) / len(before), "dev_true_after": sum(after) / len(after),
          "dev_gain": d, "ci": [lo, hi], "train_true_first": sum(curve[:q]) / q, "train_true_last": sum(curve[-q:]) / q,
-         "curve": curve}
+         "curve": curve, "grpo_seed": seed}
     print(f"[control] GRPO {name}: dev true {100 * e['dev_true_before']:.1f}% -> {100 * e['dev_true_after']:.1f}% "
           f"({100 * d:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]); training batches {100 * e['train_true_first']:.1f}% "
           f"-> {100 * e['train_true_last']:.1f}%", flush=True)
