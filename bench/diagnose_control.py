@@ -26,13 +26,17 @@ is rounds 1 and 2's (training problems of the loop; its held-out problems are no
 ``prover_sft_steps`` the final checkpoint is the loop's SFT prover. ``warm``: the warm starts of step 2,
 comma-separated SFT steps or ``best`` (the checkpoint with the most mixed groups). Generation is Hugging
 Face ``generate`` (``training.diagnostics.hf_samples``). Resumable: the SFT and each (lr, batch, steps) GRPO run
-are skipped when their final weights are there. Writes OUT/control_b<grpo_batch>_s<grpo_steps>.{json,png}; last line
+are skipped when their final weights are there. Writes OUT/control[_loop]_b<grpo_batch>_s<grpo_steps>[_r..][_g..][_w..]
+.{json,png} (the suffixes: ``train_rounds``, ``grpo_seed``, ``warm`` when given); last line
 ``control_sft_steps=<n> control_lr=<r> dev_true_before=<r> dev_true_after=<r> dev_gain=<r> dev_gain_ci_low=<r>
 seconds=<n>``. Options as ``key=value``: every ``bench.common.ProverHackingConfig`` field plus ``every``, ``n_problems``, ``from_step``
 ``lrs`` (comma-separated), ``recipe`` (gold | loop), ``warm``, ``train_rounds`` (the loop's rounds whose
 problems GRPO trains on, comma-separated, not 1 or 2: default 0) and ``grpo_seed`` (GRPO's seed, default the prover
 seed; given, the runs and the summary are named ``..._g<seed>`` and reuse the SFT checkpoints and dev samples: a
-GRPO-seed replicate of the same start).
+GRPO-seed replicate of the same start) and ``train_samples`` (true: at each checkpoint also sample the GRPO problems,
+``num_generations`` each, for their true rate and the problems solved reliably, at least half the samples true,
+before any GRPO). Each checkpoint's ``reliable`` counts the same on the dev problems. A ``warm`` other than ``best``
+adds ``_w<steps>`` to the summary's name.
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ class ControlOptions:
     warm: str = "best"
     train_rounds: str = "0"
     grpo_seed: Optional[int] = None  # GRPO's seed (sampling, data order); None: the prover seed (``seed``)
+    train_samples: bool = False  # also sample the GRPO problems at each checkpoint: their true rate, reliable problems
 
 
 LINE_FORMATS = {"control_sft_steps": "d", "control_lr": "g", "seconds": "d"}
@@ -151,18 +156,23 @@ def main(argv: list[str] | None = None) -> None:
     write_jsonl(out / "train_problems.jsonl", [dataclasses.asdict(p) for p in train])
     write_jsonl(out / "dev_problems.jsonl", [dataclasses.asdict(p) for p in dev])
     k = cfg.num_generations
-    dev_prompts = [r["prompt"] for r in problem_rows(dev) for _ in range(k)]
     dev_rep = [p for p in dev for _ in range(k)]
 
-    def dev_true(model_dir: Path) -> list[int]:
-        """The exact truth of ``num_generations`` samples per dev problem (kept beside the weights: resumable)."""
-        cache = Path(model_dir) / f"dev_true_{recipe}_n{len(dev)}_seed{cfg.seed}.json"
+    def sample_truth(model_dir: Path, probs: list[Any], tag: str) -> list[int]:
+        """The exact truth of ``num_generations`` samples per problem of ``probs`` at the GRPO temperature (kept
+        beside the weights as ``<tag>_true_...json``: resumable)."""
+        cache = Path(model_dir) / f"{tag}_true_{recipe}_n{len(probs)}_seed{cfg.seed}.json"
         if cache.is_file():
             return json.loads(cache.read_text())
-        texts = hf_samples(model_dir, dev_prompts, cfg.temperature, cfg.max_completion_length, seed=cfg.seed)
-        t = [int(check_proof(p.problem, split_proof_steps(t)).true) for p, (t, _f) in zip(dev_rep, texts)]
+        rep = [p for p in probs for _ in range(k)]
+        texts = hf_samples(model_dir, [r["prompt"] for r in problem_rows(probs) for _ in range(k)], cfg.temperature,
+                           cfg.max_completion_length, seed=cfg.seed)
+        t = [int(check_proof(p.problem, split_proof_steps(t)).true) for p, (t, _f) in zip(rep, texts)]
         cache.write_text(json.dumps(t))
         return t
+
+    def dev_true(model_dir: Path) -> list[int]:
+        return sample_truth(model_dir, dev, "dev")
 
     # 1. prover SFT budget -> dev true rate and mixed groups at the GRPO temperature
     sft_dir = out / "prover_sft"
@@ -185,7 +195,11 @@ def main(argv: list[str] | None = None) -> None:
         per_ckpt[step] = t
         groups = [t[i:i + k] for i in range(0, len(t), k)]
         doc["sft"].append({"step": step, "dev_true": sum(t) / len(t), "mixed_groups": sum(0 < sum(g) < k for g in groups),
-                           "groups": len(groups)})
+                           "groups": len(groups), "reliable": reliable(t, k)})
+        if own["train_samples"] == "True":  # the same on the GRPO problems themselves, before any GRPO
+            tt = sample_truth(ckpts[step], train, "train")
+            doc["sft"][-1] |= {"train_true": sum(tt) / len(tt), "train_reliable": reliable(tt, k),
+                               "train_groups": len(tt) // k}
         print(f"[control] SFT step {step}: dev true {100 * doc['sft'][-1]['dev_true']:.1f}% at T {cfg.temperature}, "
               f"groups with a gradient {doc['sft'][-1]['mixed_groups']}/{len(groups)}", flush=True)
     best = max(doc["sft"], key=lambda e: (e["mixed_groups"], -e["step"]))  # most gradient; ties: the earlier
@@ -206,11 +220,19 @@ def main(argv: list[str] | None = None) -> None:
     doc["chosen"] = {"sft_steps": chosen["warm"], "lr": chosen["lr"]}
     doc["seconds"] = round(time.monotonic() - t_start)
     stem = (f"control{'_loop' if recipe == 'loop' else ''}_b{cfg.grpo_batch}_s{cfg.grpo_steps}"  # one per budget
-            + (f"_r{own['train_rounds'].replace(',', '-')}" if own["train_rounds"] != "0" else "") + seed_tag(own))
+            + (f"_r{own['train_rounds'].replace(',', '-')}" if own["train_rounds"] != "0" else "") + seed_tag(own)
+            + ("" if own["warm"] == "best" else f"_w{own['warm'].replace(',', '-')}"))
     (out / f"{stem}.json").write_text(json.dumps(doc, indent=1))
     _plot(doc, out / f"{stem}.png", figure, save_figure)
     print(f"wrote {out / stem}.json, {out / stem}.png; {doc['seconds']}s")
     last_line(line_values(doc), formats=LINE_FORMATS)
+
+
+def reliable(truth: list[int], k: int) -> int:
+    """Problems solved reliably: groups of ``k`` samples (one problem's) with at least half of them true. Gold GRPO
+    raised the dev true rate from checkpoints with such problems and not from one whose truth was all 1-2 of 8
+    (reports/loop_2026-12-07_gold_grpo_seeds.md)."""
+    return sum(2 * sum(truth[i:i + k]) >= k for i in range(0, len(truth), k))
 
 
 def grpo_seed(cfg: ProverHackingConfig, own: dict[str, str]) -> int:
