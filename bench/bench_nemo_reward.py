@@ -86,8 +86,11 @@ def main(argv: list[str] | None = None) -> None:
     else:
         raise InputError(f"meta_model: tiny, smollm2 or a model folder with config.json; got {args.meta_model!r}")
     port = free_port()
+    real = args.meta_model != "tiny"  # a real model's 8192-token context needs a KV cache and a length cap here
     server = VLLMServer(ServeConfig(model=str(model), port=port, api_key="EMPTY", omp_num_threads=1,
-                                    log_file=str(work / "vllm.log"))).start()
+                                    log_file=str(work / "vllm.log"),
+                                    **({"max_model_len": 4096, "max_num_batched_tokens": 4096,
+                                        "kv_cache_memory_bytes": "1G"} if real else {}))).start()
     try:
         completions, cols = grpo_step_batch(args.batch, args.generations)
         trajs = generate_synthetic(args.batch // args.generations, seed=0, min_steps=4, max_steps=5,

@@ -36,7 +36,9 @@ seed; given, the runs and the summary are named ``..._g<seed>`` and reuse the SF
 GRPO-seed replicate of the same start) and ``train_samples`` (true: at each checkpoint also sample the GRPO problems,
 ``num_generations`` each, for their true rate and the problems solved reliably, at least half the samples true,
 before any GRPO). Each checkpoint's ``reliable`` counts the same on the dev problems. A ``warm`` other than ``best``
-adds ``_w<steps>`` to the summary's name.
+adds ``_w<steps>`` to the summary's name. ``warm=reliable`` (with ``train_samples=true``): among the
+checkpoints with at least 3% of the GRPO problems solved reliably, the one with the most mixed dev groups
+(``reliable_start``).
 """
 
 from __future__ import annotations
@@ -87,9 +89,11 @@ def parse(argv: list[str]) -> tuple[ProverHackingConfig, dict[str, str]]:
     if own["recipe"] not in ("gold", "loop"):
         raise InputError(f"recipe: gold (bench-prover's SFT and problems) or loop (bench-loop's); got {own['recipe']!r}")
     for w in own["warm"].split(","):
-        if w != "best" and not (w.isdigit() and frm <= int(w) <= cfg.prover_sft_steps and
+        if w == "reliable" and not opts.train_samples:
+            raise InputError("warm=reliable reads the GRPO problems' samples: set train_samples=true")
+        if w not in ("best", "reliable") and not (w.isdigit() and frm <= int(w) <= cfg.prover_sft_steps and
                                 (int(w) % every == 0 or int(w) == cfg.prover_sft_steps)):
-            raise InputError(f"warm: 'best' or SFT steps among the checkpoints (multiples of every={every} from "
+            raise InputError(f"warm: 'best', 'reliable' or SFT steps among the checkpoints (multiples of every={every} from "
                              f"from_step={frm} to prover_sft_steps={cfg.prover_sft_steps}), comma-separated; got {w!r}")
     rounds = own["train_rounds"].split(",")
     if not all(r.isdigit() and int(r) not in (1, 2) for r in rounds) or len(set(rounds)) != len(rounds):
@@ -207,7 +211,15 @@ def main(argv: list[str] | None = None) -> None:
                  f"{e['train_groups']}" if "train_true" in e else ""), flush=True)
     best = max(doc["sft"], key=lambda e: (e["mixed_groups"], -e["step"]))  # most gradient; ties: the earlier
     doc["warm_start"] = best["step"]
-    warms = list(dict.fromkeys(best["step"] if w == "best" else int(w) for w in own["warm"].split(",")))
+    doc["reliable_start"] = reliable_start(doc["sft"]) if own["train_samples"] == "True" else None
+    if "reliable" in own["warm"].split(","):
+        print(f"[control] warm=reliable: {doc['reliable_start'] or 'no checkpoint'} (at least {RELIABLE_MIN:.0%} of the "
+              "GRPO problems solved reliably; among those, the most mixed dev groups)", flush=True)
+    warms = list(dict.fromkeys(w for w in (best["step"] if w == "best" else doc["reliable_start"] if w == "reliable"
+                                           else int(w) for w in own["warm"].split(",")) if w is not None))
+    if not warms:
+        raise InputError("warm=reliable: no checkpoint solves at least "
+                         f"{RELIABLE_MIN:.0%} of the GRPO problems reliably, so no warm start (train the SFT longer)")
     clusters = [p.id for p in dev_rep]
 
     # 2. gold-reward GRPO from each warm start, one run per learning rate
@@ -236,6 +248,17 @@ def reliable(truth: list[int], k: int) -> int:
     raised the dev true rate from checkpoints with such problems and not from one whose truth was all 1-2 of 8
     (reports/loop_2026-12-07_gold_grpo_seeds.md)."""
     return sum(2 * sum(truth[i:i + k]) >= k for i in range(0, len(truth), k))
+
+
+RELIABLE_MIN = 0.03  # reports/loop_2026-12-07_reliable_start.md: no checkpoint under it learned (5 of 5)
+
+
+def reliable_start(sft: list[dict[str, Any]]) -> int | None:
+    """``warm=reliable``: among the checkpoints with at least ``RELIABLE_MIN`` of the GRPO problems solved reliably
+    (before GRPO), the one with the most mixed dev groups (ties: the earlier); None when no checkpoint has them
+    (proposed in reports/loop_2026-12-07_reliable_start.md, tested on new seeds in its extension)."""
+    ok = [e for e in sft if e["train_reliable"] >= RELIABLE_MIN * e["train_groups"]]
+    return max(ok, key=lambda e: (e["mixed_groups"], -e["step"]))["step"] if ok else None
 
 
 def grpo_seed(cfg: ProverHackingConfig, own: dict[str, str]) -> int:

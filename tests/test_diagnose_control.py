@@ -25,3 +25,25 @@ def test_reliable_counts_problems_with_at_least_half_true():
     assert reliable([1, 1, 0, 0] + [1, 0, 0, 0] + [0, 0, 0, 0] + [1, 1, 1, 0], 4) == 2
     assert reliable([1, 0, 0, 0, 0, 0, 0, 0] * 3 + [1, 1, 0, 0, 0, 0, 0, 0] * 5, 8) == 0
     assert reliable([1, 1, 1, 1, 0, 0, 0, 0], 8) == 1
+
+
+def test_reliable_start_picks_most_mixed_among_checkpoints_past_the_threshold():
+    """``warm=reliable``: only checkpoints with >= 3% of the GRPO problems solved reliably qualify; among them the most
+    mixed dev groups (ties: the earlier); none qualifying: None. It needs the GRPO problems' samples."""
+    import pytest
+
+    from bench.common import InputError
+    from bench.diagnose_control import reliable_start
+
+    def e(step, mixed, rel):
+        return {"step": step, "mixed_groups": mixed, "train_reliable": rel, "train_groups": 256}
+
+    # seed 1's shape: many mixed groups, nothing solved reliably -> no start
+    assert reliable_start([e(1200, 20, 1), e(1600, 58, 2), e(2000, 69, 1)]) is None
+    # seed 0's shape: the most mixed among those past the threshold, not the most mixed overall
+    assert reliable_start([e(800, 90, 1), e(1200, 81, 79), e(1600, 46, 200)]) == 1200
+    assert reliable_start([e(1600, 41, 8), e(2000, 41, 19)]) == 1600  # tie: the earlier; 8 of 256 qualifies
+    assert reliable_start([e(1600, 41, 7)]) is None
+    assert reliable_start([{"step": 400, "mixed_groups": 5, "train_reliable": 6, "train_groups": 200}]) == 400  # 3%
+    with pytest.raises(InputError, match="train_samples=true"):
+        parse(["recipe=loop", "warm=reliable", "prover_sft_steps=2000", "from_step=400"])
