@@ -47,7 +47,7 @@ class NemoRewardBenchConfig:
     meta_model: str = "tiny"  # tiny | smollm2 | a model folder
 
 
-def agreement(r_ours: list, grades: list[str], nemo: dict) -> dict:
+def agreement(r_ours: list, grades: list[str], nemo: dict, details: list[str] | None = None) -> dict:
     """Which judge answers each side could read (ours: a grade; NeMo Gym's: a ``\\boxed{}`` score, ``meta_read``),
     how often the rewards are equal where both read theirs, and the rewards side by side per completion."""
     ours_read = [g not in ("JUDGE_FAILED", "UNPARSEABLE") for g in grades]
@@ -55,10 +55,11 @@ def agreement(r_ours: list, grades: list[str], nemo: dict) -> dict:
     return {"ours_read": sum(ours_read), "nemo_read": sum(nemo["meta_read"]), "both_read": sum(both),
             "same_where_both_read": (sum(a == b for a, b, k in zip(r_ours, nemo["rewards"], both) if k)
                                      / max(1, sum(both))),
-            "per_completion": [{"ours": a, "nemo": b, "ours_grade": g, "nemo_r_meta": d.get("r_meta"),
+            "per_completion": [{"ours": a, "nemo": b, "ours_grade": g, "ours_detail": od, "nemo_r_meta": d.get("r_meta"),
                                 "nemo_read": nr, "nemo_meta": m}
-                               for a, b, g, d, nr, m in zip(r_ours, nemo["rewards"], grades, nemo["details"],
-                                                            nemo["meta_read"], nemo["meta_responses"], strict=True)]}
+                               for a, b, g, od, d, nr, m in zip(r_ours, nemo["rewards"], grades,
+                                                                details or [""] * len(grades), nemo["details"],
+                                                                nemo["meta_read"], nemo["meta_responses"], strict=True)]}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -142,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
                        nemo_reasons=Counter(d.get("reason", "judged") for d in nemo["details"]),
                        same=sum(a == b for a, b in zip(r_ours, nemo["rewards"])) / n,
                        ours_failed=ours.last.n_failed)
-            rep.update(agreement(r_ours, extra["meta_grade"], nemo))
+            rep.update(agreement(r_ours, extra["meta_grade"], nemo, extra["meta_rationale"]))
             rep["ours_vs_nemo"] = rep["ours_rewards_s"] / rep["nemo_rewards_s"]
             reps.append(rep)
             print(f"repeat {r + 1}: ours {rep['ours_rewards_s']:.1f} rewards/s ({rep['ours_s']:.2f}s), NeMo Gym "

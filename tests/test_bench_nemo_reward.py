@@ -15,5 +15,7 @@ def test_agreement_counts_what_each_side_read_and_compares_only_both_read():
     a = agreement(r_ours, grades, nemo)
     assert (a["ours_read"], a["nemo_read"], a["both_read"]) == (3, 3, 2)
     assert a["same_where_both_read"] == 0.5  # completion 0 equal, 1 not (0.5 vs 1.0)
-    assert a["per_completion"][2] == {"ours": None, "nemo": 0.0, "ours_grade": "JUDGE_FAILED", "nemo_r_meta": 0.0,
-                                      "nemo_read": False, "nemo_meta": ""}
+    assert a["per_completion"][2] == {"ours": None, "nemo": 0.0, "ours_grade": "JUDGE_FAILED", "ours_detail": "",
+                                      "nemo_r_meta": 0.0, "nemo_read": False, "nemo_meta": ""}
+    failed = agreement(r_ours, grades, nemo, ["", "", "judge failed: unparseable no block", "", ""])
+    assert failed["per_completion"][2]["ours_detail"] == "judge failed: unparseable no block"
