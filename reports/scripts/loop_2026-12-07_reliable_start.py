@@ -68,3 +68,35 @@ a2.set_xlabel("dev groups with a mixed gold reward (the best rule's statistic, o
 a1.set_title("filled: the four registered new checkpoints; open: earlier runs", fontsize=8)
 save_figure(fig, Path("reports/figures/loop_2026-12-07_reliable_start.png"))
 print("wrote reports/figures/loop_2026-12-07_reliable_start.png")
+
+# the extension: the rule (warm=reliable) on two new SFT seeds, registered before its run
+EXT = (3, 4)
+for s in EXT:
+    src = Path(f"runs/diagnose_loop_rel_s{s}/control_loop_b128_s24_r0-3-4-5_wreliable-best.json")
+    if src.is_file():
+        shutil.copyfile(src, DATA / f"loop_2026-12-07_reliable_ext_s{s}.json")
+ext = {s: json.loads((DATA / f"loop_2026-12-07_reliable_ext_s{s}.json").read_text()) for s in EXT}
+print("\n| prover seed | checkpoint | GRPO problems true % | solved reliably (of 256) | dev true % | dev mixed groups |")
+print("|---|---:|---:|---:|---:|---:|")
+for s, d in ext.items():
+    for e in d["sft"]:
+        print(f"| {s} | {e['step']} | {100 * e['train_true']:.1f} | {e['train_reliable']} | {100 * e['dev_true']:.1f} | "
+              f"{e['mixed_groups']}/128 |")
+print("\n| prover seed | rule's pick | best | GRPO from | dev gain [95% CI] | prediction | holds |")
+print("|---|---|---:|---:|---|---|---|")
+held = []
+for s, d in ext.items():
+    sft = {e["step"]: e for e in d["sft"]}
+    for e in d["lrs"]:
+        below = sft[e["warm"]]["train_reliable"] < 0.03 * sft[e["warm"]]["train_groups"]
+        if e["warm"] == d["reliable_start"]:
+            pred, ok = "P1: learns", e["ci"][0] > 0
+        elif below:
+            pred, ok = "P2: does not learn", e["ci"][0] <= 0
+        else:
+            pred, ok = "none (best qualifies, not the pick)", None
+        if ok is not None:
+            held.append(ok)
+        print(f"| {s} | {d['reliable_start'] or 'none'} | {d['warm_start']} | {e['warm']} | {100 * e['dev_gain']:+.1f} "
+              f"[{100 * e['ci'][0]:+.1f}, {100 * e['ci'][1]:+.1f}] | {pred} | {'-' if ok is None else 'yes' if ok else '**no**'} |")
+print("the rule supported on the new seeds (every P1 and P2 holds):", all(held) and bool(held))
