@@ -215,28 +215,24 @@ def main(argv: list[str] | None = None) -> None:
     if "reliable" in own["warm"].split(","):
         print(f"[control] warm=reliable: {doc['reliable_start'] or 'no checkpoint'} (at least {RELIABLE_MIN:.0%} of the "
               "GRPO problems solved reliably; among those, the most mixed dev groups)", flush=True)
-    warms = list(dict.fromkeys(w for w in (best["step"] if w == "best" else doc["reliable_start"] if w == "reliable"
-                                           else int(w) for w in own["warm"].split(",")) if w is not None))
-    if not warms:
-        raise InputError("warm=reliable: no checkpoint solves at least "
-                         f"{RELIABLE_MIN:.0%} of the GRPO problems reliably, so no warm start (train the SFT longer)")
+    warms = warm_starts(own["warm"], best["step"], doc["reliable_start"])
     clusters = [p.id for p in dev_rep]
 
     # 2. gold-reward GRPO from each warm start, one run per learning rate
+    tags = (f"_r{own['train_rounds'].replace(',', '-')}" if own["train_rounds"] != "0" else "") + seed_tag(own)
     for step in warms:
         before = per_ckpt[step]
         for lr in own["lrs"].split(","):
             # bench-prover's folder names for its one warm start; the loop recipe's name theirs
             name = f"grpo_lr{lr}_b{cfg.grpo_batch}_s{cfg.grpo_steps}" + (f"_w{step}" if recipe == "loop" else "") \
-                + (f"_r{own['train_rounds'].replace(',', '-')}" if own["train_rounds"] != "0" else "") + seed_tag(own)
+                + tags
             doc["lrs"].append(gold_grpo(cfg, out, name, ckpts[step], float(lr), len(train), len(dev), dev_true,
                                         before, clusters, grpo_seed(cfg, own)) | {"warm": step})
     chosen = max(doc["lrs"], key=lambda e: e["ci"][0])
     doc["chosen"] = {"sft_steps": chosen["warm"], "lr": chosen["lr"]}
     doc["seconds"] = round(time.monotonic() - t_start)
     stem = (f"control{'_loop' if recipe == 'loop' else ''}_b{cfg.grpo_batch}_s{cfg.grpo_steps}"  # one per budget
-            + (f"_r{own['train_rounds'].replace(',', '-')}" if own["train_rounds"] != "0" else "") + seed_tag(own)
-            + ("" if own["warm"] == "best" else f"_w{own['warm'].replace(',', '-')}"))
+            + tags + ("" if own["warm"] == "best" else f"_w{own['warm'].replace(',', '-')}"))
     (out / f"{stem}.json").write_text(json.dumps(doc, indent=1))
     _plot(doc, out / f"{stem}.png", figure, save_figure)
     print(f"wrote {out / stem}.json, {out / stem}.png; {doc['seconds']}s")
@@ -259,6 +255,17 @@ def reliable_start(sft: list[dict[str, Any]]) -> int | None:
     (proposed in reports/loop_2026-12-07_reliable_start.md, tested on new seeds in its extension)."""
     ok = [e for e in sft if e["train_reliable"] >= RELIABLE_MIN * e["train_groups"]]
     return max(ok, key=lambda e: (e["mixed_groups"], -e["step"]))["step"] if ok else None
+
+
+def warm_starts(warm: str, best: int, reliable_step: int | None) -> list[int]:
+    """The SFT steps of ``warm`` (comma-separated steps, ``best``, ``reliable``) in order, each once; ``reliable``
+    with no qualifying checkpoint is left out, and an error when nothing else is named."""
+    named = {"best": best, "reliable": reliable_step}
+    steps = [named[w] if w in named else int(w) for w in warm.split(",")]
+    if all(s is None for s in steps):
+        raise InputError(f"warm=reliable: no checkpoint solves at least {RELIABLE_MIN:.0%} of the GRPO problems "
+                         "reliably, so no warm start (train the SFT longer)")
+    return list(dict.fromkeys(s for s in steps if s is not None))
 
 
 def grpo_seed(cfg: ProverHackingConfig, own: dict[str, str]) -> int:

@@ -47,3 +47,18 @@ def test_reliable_start_picks_most_mixed_among_checkpoints_past_the_threshold():
     assert reliable_start([{"step": 400, "mixed_groups": 5, "train_reliable": 6, "train_groups": 200}]) == 400  # 3%
     with pytest.raises(InputError, match="train_samples=true"):
         parse(["recipe=loop", "warm=reliable", "prover_sft_steps=2000", "from_step=400"])
+
+
+def test_warm_starts_resolve_names_in_order_once():
+    """``warm``: steps, ``best`` and ``reliable`` resolved in the order given, each step once; ``reliable`` without a
+    qualifying checkpoint is dropped beside another warm start and an error alone."""
+    import pytest
+
+    from bench.common import InputError
+    from bench.diagnose_control import warm_starts
+
+    assert warm_starts("reliable,best", 2000, 800) == [800, 2000]
+    assert warm_starts("best,1200", 1200, None) == [1200]
+    assert warm_starts("reliable,best", 2000, None) == [2000]
+    with pytest.raises(InputError, match="no warm start"):
+        warm_starts("reliable", 2000, None)
